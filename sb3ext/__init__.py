@@ -1,0 +1,25 @@
+"""sb3ext: algorithms, environments and rl-zoo3 plug-ins for Stable-Baselines3.
+
+Importing ``sb3ext`` is cheap: the algorithms are imported on first attribute access, so the
+interpreter-start hook (``sb3ext._hook``) costs nothing until rl_zoo3 is imported.
+"""
+
+from importlib import import_module
+from pathlib import Path
+from typing import Any
+
+__version__ = (Path(__file__).parent / "version.txt").read_text().strip()
+
+_LAZY = {
+    "AggreVaTeD": "sb3ext.algos.aggrevated",
+    "Expert": "sb3ext.common.experts",
+    "load_expert": "sb3ext.common.experts",
+}
+
+__all__ = ["__version__", *_LAZY]
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        return getattr(import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'sb3ext' has no attribute {name!r}")

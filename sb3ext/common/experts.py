@@ -1,0 +1,476 @@
+"""Pretrained experts for imitation learning: loading and querying.
+
+An expert is an SB3 / sb3-contrib checkpoint, given as
+
+* a zoo folder: ``<Env>.zip`` + ``<Env>/config.yml`` (+ ``<Env>/vecnormalize.pkl``), as written by
+  ``rl_zoo3.train`` and stored in ``rl-trained-agents``; or the Hub layout with ``config.yml`` and
+  ``vec_normalize.pkl`` beside the zip;
+* a bare ``.zip`` (its zoo files are picked up when they lie beside it).
+
+Loading runs no code from the files: every ``:serialized:`` entry of the zip's ``data`` is rebuilt
+by sb3ext (policy class from an allow-list, schedules replaced by constants, everything else through
+an allow-list unpickler) and handed to SB3's own ``load`` as ``custom_objects``, so SB3 unpickles
+nothing; tensors load with ``torch.load(weights_only=True)``. ``config.yml`` is read with a safe YAML
+loader, ``vecnormalize.pkl`` with the allow-list unpickler. Old ``gym``-era checkpoints load too.
+
+The :class:`Expert` answers, for observations as the *environment* emits them (its own frozen
+observation normalisation is applied inside):
+
+* :meth:`Expert.predict` the deterministic action, in env units;
+* :meth:`Expert.q_values` Q*(s, a) for actions in env units (continuous experts: SAC, TD3, DDPG,
+  TQC), scaled to [-1, 1] before the critic, min over twin critics, TQC quantiles averaged;
+* :meth:`Expert.q_all` Q*(s, .) for every action of a DQN / QR-DQN expert;
+* :meth:`Expert.value` V*(s) of an actor-critic (PPO / A2C) expert.
+"""
+
+from __future__ import annotations
+
+import ast
+import base64
+import json
+import os
+import re
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch as th
+from gymnasium import spaces
+from stable_baselines3 import A2C, DDPG, DQN, PPO, SAC, TD3
+from stable_baselines3.common.base_class import BaseAlgorithm
+from stable_baselines3.common.policies import ActorCriticPolicy, BasePolicy
+from stable_baselines3.common.running_mean_std import RunningMeanStd
+from stable_baselines3.common.utils import ConstantSchedule
+
+from sb3ext.common.serialization import UnsafeObjectError, pickle_globals, restricted_loads, safe_yaml_load
+
+#: Kinds of expert, by what they can answer.
+Q_CONTINUOUS = "q_continuous"  # SAC, TD3, DDPG, TQC: Q*(s, a)
+Q_DISCRETE = "q_discrete"  # DQN, QR-DQN: Q*(s, .)
+VALUE_ONLY = "value_only"  # PPO, A2C: V*(s)
+
+#: Globals a legitimate cloudpickled schedule (learning_rate, clip_range, ...) may reference.
+_SCHEDULE_GLOBAL_MODULES = ("cloudpickle", "copyreg", "types")
+_SCHEDULE_GLOBAL_NAMES = {("builtins", "float"), ("builtins", "int"), ("builtins", "getattr"), ("__builtin__", "getattr")}
+
+
+def _policy_allow_list() -> dict[tuple[str, str], tuple[type[BasePolicy], type[BaseAlgorithm]]]:
+    """(module, class name) of every SB3 / sb3-contrib policy class -> (class, algorithm to load it with)."""
+    import importlib
+
+    from sb3_contrib import QRDQN, TQC, TRPO
+
+    modules: list[tuple[str, type[BaseAlgorithm]]] = [
+        ("stable_baselines3.common.policies", PPO),
+        ("stable_baselines3.ppo.policies", PPO),
+        ("stable_baselines3.a2c.policies", A2C),
+        ("stable_baselines3.sac.policies", SAC),
+        ("stable_baselines3.td3.policies", TD3),
+        ("stable_baselines3.dqn.policies", DQN),
+        ("sb3_contrib.qrdqn.policies", QRDQN),
+        ("sb3_contrib.tqc.policies", TQC),
+        ("sb3_contrib.trpo.policies", TRPO),
+    ]
+    allowed: dict[tuple[str, str], tuple[type[BasePolicy], type[BaseAlgorithm]]] = {}
+    for module_name, algo in modules:
+        module = importlib.import_module(module_name)
+        for name, obj in vars(module).items():
+            if isinstance(obj, type) and issubclass(obj, BasePolicy) and obj is not BasePolicy:
+                allowed[(module_name, name)] = (obj, algo)
+    return allowed
+
+
+def _value_type_allow_list() -> dict[tuple[str, str], Any]:
+    """Non-numpy objects that SB3 stores in a zip's ``data`` and that are safe to rebuild."""
+    import importlib
+
+    import torch.nn.modules.activation as activations
+
+    allowed: dict[tuple[str, str], Any] = {("torch", "device"): th.device}
+    for name in ("ReLU", "Tanh", "ELU", "LeakyReLU", "SiLU", "GELU", "Sigmoid", "Softplus", "Mish", "Identity"):
+        if hasattr(activations, name):
+            allowed[("torch.nn.modules.activation", name)] = getattr(activations, name)
+    allowed[("torch.nn.modules.linear", "Identity")] = th.nn.Identity
+    for module_name, names in {
+        "torch.optim.adam": ["Adam"],
+        "torch.optim.adamw": ["AdamW"],
+        "torch.optim.rmsprop": ["RMSprop"],
+        "torch.optim.sgd": ["SGD"],
+        "stable_baselines3.common.sb2_compat.rmsprop_tf_like": ["RMSpropTFLike"],
+        "stable_baselines3.common.torch_layers": ["FlattenExtractor", "NatureCNN", "CombinedExtractor"],
+        "stable_baselines3.common.noise": ["NormalActionNoise", "OrnsteinUhlenbeckActionNoise", "VectorizedActionNoise"],
+        "stable_baselines3.common.type_aliases": ["TrainFreq", "TrainFrequencyUnit"],
+        "stable_baselines3.common.buffers": ["ReplayBuffer", "DictReplayBuffer", "RolloutBuffer", "DictRolloutBuffer"],
+    }.items():
+        module = importlib.import_module(module_name)
+        for name in names:
+            allowed[(module_name, name)] = getattr(module, name)
+    return allowed
+
+
+def _safe_custom_objects(zip_path: Path) -> tuple[dict[str, Any], type[BasePolicy], type[BaseAlgorithm], dict[str, Any]]:
+    """Rebuild every serialized entry of the zip's ``data`` without running code from it.
+
+    :return: (custom_objects for ``BaseAlgorithm.load``, policy class, algorithm class, raw JSON data)
+    """
+    with zipfile.ZipFile(zip_path) as archive:
+        if "data" not in archive.namelist():
+            raise ValueError(f"{zip_path} is not a Stable-Baselines3 checkpoint (no 'data' entry in the zip)")
+        data = json.loads(archive.read("data"))
+    policies = _policy_allow_list()
+    value_types = _value_type_allow_list()
+    custom: dict[str, Any] = {}
+    policy_entry: tuple[type[BasePolicy], type[BaseAlgorithm]] | None = None
+    for key, value in data.items():
+        if not (isinstance(value, dict) and ":serialized:" in value):
+            continue
+        raw = base64.b64decode(value[":serialized:"])
+        source = f"{zip_path} [data: {key}]"
+        if key == "policy_class":
+            refs = pickle_globals(raw)
+            if len(refs) != 1 or refs[0] not in policies:
+                shown = ", ".join(f"{m}.{n}" for m, n in refs) or "nothing"
+                raise UnsafeObjectError(f"{source}: refused policy class {shown} (allowed: SB3 and sb3-contrib policies)")
+            policy_entry = policies[refs[0]]
+            custom[key] = policy_entry[0]
+        elif "function" in str(value.get(":type:", "")):
+            # A schedule (learning_rate, lr_schedule, clip_range, exploration_schedule, ...): an expert is never
+            # trained, so it is replaced by a constant. The pickle is only inspected, never run.
+            refused = [
+                f"{m}.{n}"
+                for m, n in pickle_globals(raw)
+                if not (m.startswith(_SCHEDULE_GLOBAL_MODULES) or (m, n) in _SCHEDULE_GLOBAL_NAMES)
+            ]
+            if refused:
+                raise UnsafeObjectError(f"{source}: refused to load {', '.join(refused)} (a schedule may only be a function)")
+            custom[key] = ConstantSchedule(0.0)
+        else:
+            custom[key] = restricted_loads(raw, source, value_types)
+    if policy_entry is None:
+        raise ValueError(f"{zip_path}: no policy_class in the checkpoint")
+    return custom, policy_entry[0], policy_entry[1], data
+
+
+@dataclass
+class ExpertFiles:
+    """Where the pieces of a zoo checkpoint are."""
+
+    model: Path
+    config: Path | None = None
+    vecnormalize: Path | None = None
+
+
+_HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+(@[\w./-]+)?$")
+
+
+def find_expert_files(reference: str | os.PathLike[str], env_id: str | None = None) -> ExpertFiles:
+    """Resolve a local expert reference (zoo folder or zip) to its files.
+
+    :param reference: a zoo folder (``<algo>/<Env>_1``) or a ``.zip`` checkpoint
+    :param env_id: the environment id, used to pick ``<env_id>.zip`` in a folder with several zips
+    """
+    path = Path(reference).expanduser()
+    if not path.exists():
+        text = str(reference)
+        if _HUB_ID.match(text) and not text.startswith((".", "/", "~")):
+            raise ValueError(
+                f"Expert {text!r} is not a local file or folder. It looks like a Hugging Face Hub id; "
+                "loading experts from the Hub is not supported yet: download the repository and pass its local folder"
+            )
+        raise ValueError(f"Expert path {text!r} does not exist (expected a zoo folder or a .zip checkpoint)")
+    if path.is_dir():
+        zips = sorted(path.glob("*.zip"))
+        preferred = [z for z in zips if env_id and z.stem in {env_id, f"{path.parent.name}-{env_id}"}]
+        if len(preferred) == 1:
+            model = preferred[0]
+        elif len(zips) == 1:
+            model = zips[0]
+        elif not zips:
+            raise ValueError(f"Expert folder {str(path)!r} holds no .zip checkpoint")
+        else:
+            names = ", ".join(z.name for z in zips)
+            raise ValueError(f"Expert folder {str(path)!r} holds several checkpoints ({names}); pass the .zip to use")
+    elif path.suffix == ".zip":
+        model = path
+    else:
+        raise ValueError(f"Expert path {str(path)!r} is neither a folder nor a .zip checkpoint")
+    folder, stem = model.parent, model.stem
+
+    def first(*candidates: Path) -> Path | None:
+        return next((c for c in candidates if c.is_file()), None)
+
+    return ExpertFiles(
+        model=model,
+        config=first(folder / stem / "config.yml", folder / "config.yml"),
+        vecnormalize=first(folder / stem / "vecnormalize.pkl", folder / "vec_normalize.pkl", folder / "vecnormalize.pkl"),
+    )
+
+
+class _VecNormalizeState:
+    """Holds the state of a pickled ``VecNormalize`` without building the wrapper."""
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.state = state
+
+
+def _load_obs_normalization(path: Path) -> tuple[RunningMeanStd, float, float] | None:
+    """Frozen observation statistics (obs_rms, clip_obs, epsilon) of a zoo ``vecnormalize.pkl``."""
+    extra = {
+        ("stable_baselines3.common.vec_env.vec_normalize", "VecNormalize"): _VecNormalizeState,
+        ("stable_baselines3.common.running_mean_std", "RunningMeanStd"): RunningMeanStd,
+    }
+    loaded = restricted_loads(path.read_bytes(), str(path), extra)
+    if not isinstance(loaded, _VecNormalizeState):
+        raise ValueError(f"{path} does not hold VecNormalize statistics")
+    state = loaded.state
+    if not state.get("norm_obs", True) or state.get("obs_rms") is None:
+        return None
+    obs_rms = state["obs_rms"]
+    if not isinstance(obs_rms, RunningMeanStd):
+        raise ValueError(f"{path}: observation statistics of an unsupported type ({type(obs_rms).__name__})")
+    return obs_rms, float(state.get("clip_obs", 10.0)), float(state.get("epsilon", 1e-8))
+
+
+def _read_config(path: Path | None) -> dict[str, Any]:
+    if path is None:
+        return {}
+    config = safe_yaml_load(path.read_text(), str(path))
+    if not isinstance(config, dict):
+        raise ValueError(f"{path} is not a zoo config.yml (expected a mapping)")
+    return config
+
+
+def _describe(space: spaces.Space) -> str:
+    if isinstance(space, spaces.Box):
+        low, high = np.unique(space.low), np.unique(space.high)
+        bounds = f"low={low[0] if low.size == 1 else space.low.tolist()}, high={high[0] if high.size == 1 else space.high.tolist()}"
+        return f"Box(shape={space.shape}, {bounds})"
+    return repr(space)
+
+
+def _bounds(values: np.ndarray) -> np.ndarray:
+    # old gym spaces used +-float32 max where gymnasium uses +-inf
+    values = np.asarray(values, dtype=np.float64)
+    return np.where(np.abs(values) >= np.finfo(np.float32).max, np.sign(values) * np.inf, values)
+
+
+def spaces_match(a: spaces.Space, b: spaces.Space, within: bool = False) -> bool:
+    """Same kind, shape and bounds (+-float32 max counts as infinite, as in old gym spaces).
+
+    :param within: for Box spaces, accept ``b`` whose bounds lie inside ``a``'s (an expert trained on
+        an unbounded observation space can observe a bounded one: LunarLander-v2 -> v3).
+    """
+    if isinstance(a, spaces.Box) and isinstance(b, spaces.Box):
+        a_low, a_high, b_low, b_high = _bounds(a.low), _bounds(a.high), _bounds(b.low), _bounds(b.high)
+        if a.shape != b.shape:
+            return False
+        if within:
+            return bool(np.all(a_low <= b_low + 1e-6) and np.all(b_high <= a_high + 1e-6))
+        return np.allclose(a_low, b_low, equal_nan=True) and np.allclose(a_high, b_high, equal_nan=True)
+    if isinstance(a, spaces.Discrete) and isinstance(b, spaces.Discrete):
+        return int(a.n) == int(b.n) and int(a.start) == int(b.start)
+    return a == b
+
+
+class Expert:
+    """A frozen pretrained agent that an imitation learner can query.
+
+    Build it with :func:`load_expert`. All methods take observations as the environment emits
+    them (batched, first axis = batch); the expert's own observation normalisation is applied inside.
+
+    :param model: the loaded SB3 / sb3-contrib model
+    :param source: where it was loaded from (for messages)
+    :param config: the zoo hyperparameters it was trained with (``config.yml``), if known
+    :param obs_normalization: frozen (obs_rms, clip_obs, epsilon) of its ``VecNormalize``, if any
+    """
+
+    def __init__(
+        self,
+        model: BaseAlgorithm,
+        source: str = "<memory>",
+        config: dict[str, Any] | None = None,
+        obs_normalization: tuple[RunningMeanStd, float, float] | None = None,
+    ):
+        self.model = model
+        self.policy = model.policy
+        self.policy.set_training_mode(False)
+        for param in self.policy.parameters():
+            param.requires_grad_(False)
+        self.source = source
+        self.config = dict(config or {})
+        self.obs_normalization = obs_normalization
+        self.algo_name = type(model).__name__.lower()
+        self.observation_space = model.observation_space
+        self.action_space = model.action_space
+        self.device = model.device
+        if hasattr(self.policy, "q_net") or hasattr(self.policy, "quantile_net"):
+            self.kind = Q_DISCRETE
+        elif hasattr(self.policy, "critic") and getattr(self.policy, "critic", None) is not None:
+            self.kind = Q_CONTINUOUS
+        elif isinstance(self.policy, ActorCriticPolicy):
+            self.kind = VALUE_ONLY
+        else:
+            raise ValueError(f"Expert {source}: unsupported policy type {type(self.policy).__name__}")
+        if self.config.get("frame_stack"):
+            raise ValueError(f"Expert {source} was trained with frame_stack={self.config['frame_stack']}, which sb3ext does not apply")
+
+    # ------------------------------------------------------------------ description
+    @property
+    def env_wrapper(self) -> Any:
+        """The ``env_wrapper`` entry of the expert's ``config.yml`` (the learner's env must use it too)."""
+        return self.config.get("env_wrapper")
+
+    @property
+    def ent_coef(self) -> float | None:
+        """Entropy coefficient of a SAC-style expert (its critic is a soft Q), else None."""
+        log_ent_coef = getattr(self.model, "log_ent_coef", None)
+        if log_ent_coef is not None:
+            return float(th.exp(log_ent_coef.detach()).item())
+        ent_coef = getattr(self.model, "ent_coef_tensor", None)
+        return float(ent_coef.item()) if ent_coef is not None else None
+
+    def __repr__(self) -> str:
+        return f"Expert({self.algo_name}, {self.kind}, source={self.source!r})"
+
+    def check_spaces(self, observation_space: spaces.Space, action_space: spaces.Space) -> None:
+        """Raise ``ValueError`` naming both spaces if the expert cannot act in this environment."""
+        for what, mine, theirs in (
+            ("observation", self.observation_space, observation_space),
+            ("action", self.action_space, action_space),
+        ):
+            if not spaces_match(mine, theirs, within=what == "observation"):
+                hint = ""
+                if what == "observation" and self.env_wrapper:
+                    hint = f"; the expert was trained with env_wrapper {self.env_wrapper!r}: add it to the hyperparameters"
+                raise ValueError(
+                    f"Expert {self.source} does not fit this environment: expert {what} space {_describe(mine)}, "
+                    f"environment {what} space {_describe(theirs)}{hint}"
+                )
+
+    # ------------------------------------------------------------------ queries
+    def normalize_obs(self, obs: np.ndarray) -> np.ndarray:
+        """Apply the expert's frozen observation normalisation (identity if it had none)."""
+        obs = np.asarray(obs, dtype=np.float32)
+        if self.obs_normalization is None:
+            return obs
+        rms, clip, eps = self.obs_normalization
+        return np.clip((obs - rms.mean) / np.sqrt(rms.var + eps), -clip, clip).astype(np.float32)
+
+    def obs_tensor(self, obs: np.ndarray) -> th.Tensor:
+        """Environment observations -> the tensor the expert's networks expect."""
+        return th.as_tensor(self.normalize_obs(obs), device=self.device)
+
+    def predict(self, obs: np.ndarray) -> np.ndarray:
+        """Deterministic expert actions (env units) for a batch of environment observations."""
+        actions, _ = self.policy.predict(self.normalize_obs(obs), deterministic=True)
+        return actions
+
+    @th.no_grad()
+    def q_values(self, obs: th.Tensor, actions: th.Tensor) -> th.Tensor:
+        """Q*(s, a) of a continuous-action expert.
+
+        :param obs: expert-ready observations (see :meth:`obs_tensor`), shape (B, *obs_shape)
+        :param actions: actions in env units, shape (B, act_dim) or (K, B, act_dim) (K samples per state)
+        :return: shape (B,) or (K, B); min over twin critics, TQC quantiles and critics averaged
+        """
+        if self.kind != Q_CONTINUOUS:
+            raise TypeError(f"Expert {self.source} ({self.algo_name}) has no Q*(s, a) for continuous actions")
+        assert isinstance(self.action_space, spaces.Box)
+        lead = actions.shape[:-1]
+        flat_actions = actions.reshape(-1, actions.shape[-1])
+        if actions.dim() == 3:
+            obs = obs.unsqueeze(0).expand(actions.shape[0], *obs.shape).reshape(-1, *obs.shape[1:])
+        low = th.as_tensor(self.action_space.low, device=self.device)
+        high = th.as_tensor(self.action_space.high, device=self.device)
+        scaled = 2.0 * (flat_actions.clamp(low, high) - low) / (high - low) - 1.0
+        q = self.policy.critic(obs, scaled)
+        if isinstance(q, th.Tensor):  # TQC: (N, n_critics, n_quantiles)
+            values = q.mean(dim=(1, 2))
+        else:  # tuple of (N, 1), one per critic
+            values = th.min(th.cat(q, dim=1), dim=1).values
+        return values.reshape(lead)
+
+    @th.no_grad()
+    def q_spread(self, obs: th.Tensor, actions: th.Tensor) -> th.Tensor:
+        """|Q1 - Q2| (max - min over critics) on the given actions: how much the critics disagree."""
+        if self.kind != Q_CONTINUOUS:
+            raise TypeError(f"Expert {self.source} has no twin critics")
+        assert isinstance(self.action_space, spaces.Box)
+        flat_actions = actions.reshape(-1, actions.shape[-1])
+        if actions.dim() == 3:
+            obs = obs.unsqueeze(0).expand(actions.shape[0], *obs.shape).reshape(-1, *obs.shape[1:])
+        scaled = th.as_tensor(self.policy.scale_action(flat_actions.cpu().numpy()), device=self.device).clamp(-1, 1)
+        q = self.policy.critic(obs, scaled)
+        stacked = q.mean(dim=2) if isinstance(q, th.Tensor) else th.cat(q, dim=1)
+        return (stacked.max(dim=1).values - stacked.min(dim=1).values).reshape(actions.shape[:-1])
+
+    @th.no_grad()
+    def q_all(self, obs: th.Tensor) -> th.Tensor:
+        """Q*(s, .) of a discrete-action expert, shape (B, n_actions); QR-DQN quantiles averaged."""
+        if self.kind != Q_DISCRETE:
+            raise TypeError(f"Expert {self.source} ({self.algo_name}) has no Q*(s, .) over discrete actions")
+        if hasattr(self.policy, "quantile_net"):
+            return self.policy.quantile_net(obs).mean(dim=1)
+        return self.policy.q_net(obs)
+
+    @th.no_grad()
+    def value(self, obs: th.Tensor) -> th.Tensor:
+        """V*(s) of an actor-critic expert, shape (B,)."""
+        if self.kind != VALUE_ONLY:
+            raise TypeError(f"Expert {self.source} ({self.algo_name}) has no state-value head")
+        return self.policy.predict_values(obs).flatten()
+
+
+def load_expert(
+    reference: str | os.PathLike[str] | Expert,
+    env_id: str | None = None,
+    device: th.device | str = "cpu",
+) -> Expert:
+    """Load an expert from a local zoo folder or ``.zip``, running no code from its files.
+
+    :param reference: a zoo folder, a ``.zip`` checkpoint, or an :class:`Expert` (returned as is)
+    :param env_id: environment id, to pick the right zip in a folder with several
+    :param device: torch device for the expert's networks
+    """
+    if isinstance(reference, Expert):
+        return reference
+    if not isinstance(reference, (str, os.PathLike)):
+        raise TypeError(f"expert must be a path (str) or an Expert, not {type(reference).__name__}")
+    files = find_expert_files(reference, env_id)
+    custom, policy_class, algo_class, data = _safe_custom_objects(files.model)
+    kwargs: dict[str, Any] = {}
+    if "buffer_size" in data:
+        kwargs["buffer_size"] = 1  # do not allocate the stored replay buffer
+    if algo_class is TD3:
+        state = _policy_state(files.model)
+        n_critics = len({k.split(".")[1] for k in state if k.startswith("critic.qf")})
+        algo_class = DDPG if n_critics == 1 else TD3
+        custom["policy_kwargs"] = {**(custom.get("policy_kwargs") or data.get("policy_kwargs") or {}), "n_critics": n_critics}
+    model = algo_class.load(files.model, device=device, custom_objects=custom, **kwargs)
+    config = _read_config(files.config)
+    obs_normalization = _load_obs_normalization(files.vecnormalize) if files.vecnormalize else None
+    if obs_normalization is None and _normalize_flag(config):
+        raise ValueError(f"Expert {files.model} was trained with `normalize` but its vecnormalize.pkl is missing")
+    return Expert(model, source=str(files.model), config=config, obs_normalization=obs_normalization)
+
+
+def _policy_state(zip_path: Path) -> dict[str, th.Tensor]:
+    import io
+
+    with zipfile.ZipFile(zip_path) as archive:
+        return th.load(io.BytesIO(archive.read("policy.pth")), map_location="cpu", weights_only=True)
+
+
+def _normalize_flag(config: dict[str, Any]) -> bool:
+    flag = config.get("normalize", False)
+    if isinstance(flag, str):
+        try:
+            parsed = ast.literal_eval(flag)
+        except (ValueError, SyntaxError):
+            return flag.strip().lower() not in {"false", "0", ""}
+        return bool(parsed.get("norm_obs", True)) if isinstance(parsed, dict) else bool(parsed)
+    if isinstance(flag, dict):
+        return bool(flag.get("norm_obs", True))
+    return bool(flag)

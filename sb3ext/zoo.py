@@ -1,0 +1,95 @@
+"""rl-zoo3 plug-in: everything sb3ext registers in an unmodified zoo, in one place.
+
+Called by :mod:`sb3ext._hook` right after each zoo module in its target list is imported
+(and safe to call by hand, e.g. ``sb3ext.zoo.register()``). Registration is idempotent.
+
+* ``rl_zoo3.utils``: our algorithms in ``ALGOS`` (``--algo`` choices, ``enjoy``, ``-i``).
+* ``rl_zoo3.import_envs``: our Gymnasium environments (the zoo checks the registry first).
+* ``rl_zoo3.hyperparams_opt``: Optuna samplers/converters for our algorithms, where defined.
+* ``rl_zoo3.exp_manager``: the default hyperparameter file of our algorithms
+  (``hyperparams/<algo>.yml`` shipped with sb3ext), so no ``-conf`` is needed.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import inspect
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+#: zoo key -> "module:ClassName"; the zoo key is the algorithm's module name (STYLE.md).
+ALGORITHMS: dict[str, str] = {
+    "aggrevated": "sb3ext.algos.aggrevated:AggreVaTeD",
+}
+
+
+def _load_class(target: str) -> type:
+    module_name, class_name = target.split(":")
+    return getattr(importlib.import_module(module_name), class_name)
+
+
+def hyperparams_path(algo: str) -> Path:
+    """Path of the zoo-format YAML file with sb3ext's default hyperparameters for ``algo``."""
+    if algo not in ALGORITHMS:
+        raise ValueError(f"Unknown sb3ext algorithm {algo!r}; known: {sorted(ALGORITHMS)}")
+    installed = Path(__file__).parent / "hyperparams" / f"{algo}.yml"  # regular (non-editable) install
+    if installed.is_file():
+        return installed
+    return Path(__file__).parent.parent / "hyperparams" / f"{algo}.yml"  # source tree / editable install
+
+
+def register_algorithms(utils_module: ModuleType) -> None:
+    algos: dict[str, Any] = utils_module.ALGOS
+    for key, target in ALGORITHMS.items():
+        algos[key] = _load_class(target)
+
+
+def register_envs() -> None:
+    importlib.import_module("sb3ext.envs")
+
+
+def register_samplers(opt_module: ModuleType) -> None:
+    from sb3ext.common.tuning import CONVERTERS, SAMPLERS
+
+    opt_module.HYPERPARAMS_SAMPLER.update(SAMPLERS)
+    opt_module.HYPERPARAMS_CONVERTER.update(CONVERTERS)
+
+
+def patch_experiment_manager(exp_module: ModuleType) -> None:
+    """Make ``ExperimentManager`` default to sb3ext's YAML file for sb3ext algorithms."""
+    manager = exp_module.ExperimentManager
+    original = manager.__init__
+    if getattr(original, "_sb3ext_wrapped", False):
+        return
+    signature = inspect.signature(original)
+
+    @functools.wraps(original)
+    def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
+        original(self, *args, **kwargs)
+        bound = signature.bind(self, *args, **kwargs)
+        if not bound.arguments.get("config") and self.algo in ALGORITHMS:
+            self.config = str(hyperparams_path(self.algo))
+
+    __init__._sb3ext_wrapped = True  # type: ignore[attr-defined]
+    manager.__init__ = __init__
+
+
+def on_zoo_import(module: ModuleType) -> None:
+    name = module.__name__
+    if name == "rl_zoo3.utils":
+        register_algorithms(module)
+        register_envs()
+    elif name == "rl_zoo3.import_envs":
+        register_envs()
+    elif name == "rl_zoo3.hyperparams_opt":
+        register_samplers(module)
+    elif name == "rl_zoo3.exp_manager":
+        patch_experiment_manager(module)
+
+
+def register() -> None:
+    """Register sb3ext in every zoo module (imports rl_zoo3). Idempotent."""
+    for name in ("rl_zoo3.utils", "rl_zoo3.import_envs", "rl_zoo3.hyperparams_opt", "rl_zoo3.exp_manager"):
+        on_zoo_import(importlib.import_module(name))
