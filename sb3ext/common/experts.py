@@ -364,7 +364,11 @@ class Expert:
 
     def predict(self, obs: np.ndarray) -> np.ndarray:
         """Deterministic expert actions (env units) for a batch of environment observations."""
-        actions, _ = self.policy.predict(self.normalize_obs(obs), deterministic=True)
+        return self.act(self.normalize_obs(obs))
+
+    def act(self, expert_obs: np.ndarray) -> np.ndarray:
+        """Deterministic expert actions (env units) for observations already normalised for the expert."""
+        actions, _ = self.policy.predict(expert_obs, deterministic=True)
         return actions
 
     @th.no_grad()

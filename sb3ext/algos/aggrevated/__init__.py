@@ -1,0 +1,4 @@
+from sb3ext.algos.aggrevated.aggrevated import AggreVaTeD
+from sb3ext.algos.aggrevated.policies import CnnPolicy, MlpPolicy
+
+__all__ = ["AggreVaTeD", "CnnPolicy", "MlpPolicy"]

@@ -1,0 +1,638 @@
+"""AggreVaTeD: differentiable imitation learning from an expert's cost-to-go, inside Stable-Baselines3."""
+
+from __future__ import annotations
+
+import difflib
+import inspect
+import os
+import warnings
+from typing import Any, ClassVar, TypeVar
+
+import numpy as np
+import torch as th
+from gymnasium import spaces
+from stable_baselines3 import PPO
+from stable_baselines3.common.buffers import RolloutBuffer
+from stable_baselines3.common.callbacks import BaseCallback
+from stable_baselines3.common.policies import ActorCriticPolicy, BasePolicy
+from stable_baselines3.common.type_aliases import GymEnv, MaybeCallback, Schedule
+from stable_baselines3.common.utils import explained_variance, obs_as_tensor
+from stable_baselines3.common.vec_env import VecEnv
+from torch.nn import functional as F
+
+from sb3ext.algos.aggrevated.policies import CnnPolicy, MlpPolicy
+from sb3ext.common.buffers import StateAggregationBuffer
+from sb3ext.common.experts import Q_CONTINUOUS, Q_DISCRETE, Expert, load_expert
+
+SelfAggreVaTeD = TypeVar("SelfAggreVaTeD", bound="AggreVaTeD")
+
+
+def leave_one_out_advantages(q: th.Tensor) -> th.Tensor:
+    """A_k = q_k - mean_{j != k} q_j over the first axis (K action samples per state, K >= 2).
+
+    An unbiased per-state baseline: adding any f(s) to q leaves the result unchanged, and the
+    advantages of each state sum to zero.
+    """
+    k = q.shape[0]
+    if k < 2:
+        raise ValueError("leave-one-out advantages need at least 2 samples per state")
+    return q - (q.sum(dim=0, keepdim=True) - q) / (k - 1)
+
+
+def expected_advantages(q: th.Tensor, probs: th.Tensor) -> th.Tensor:
+    """A(s, a) = Q*(s, a) - sum_b pi_old(b|s) Q*(s, b): the exact per-state baseline for discrete actions."""
+    return q - (probs * q).sum(dim=-1, keepdim=True)
+
+
+class AggreVaTeD(PPO):
+    """
+    AggreVaTeD (Deeply AggreVaTeD, Sun et al. 2017): imitation learning by policy gradient on the
+    expert's cost-to-go, with a PPO-style clipped trust region.
+
+    Paper: https://arxiv.org/abs/1703.01030
+
+    Each iteration rolls in with the mixture ``beta * expert + (1 - beta) * learner`` (the executed
+    action only decides which states are visited), keeps the states of the last
+    ``aggregation_window`` roll-ins, and at each of them scores fresh samples of the *learner's*
+    current policy with the frozen expert critic Q*. The policy is updated with the PPO clipped
+    surrogate on these samples, with their advantage against a per-state baseline:
+
+    * continuous actions: K samples per state, leave-one-out baseline ``A_k = q_k - mean_{j!=k} q_j``;
+    * discrete actions: the exact expectation over all actions, baseline ``sum_a pi_old(a|s) Q*(s,a)``.
+
+    A value head is trained on the environment's returns throughout, so that after ``rl_switch``
+    imitation iterations training can continue as plain PPO (GAE on the env reward) and surpass an
+    imperfect expert (LOKI, Cheng et al. 2018).
+
+    :param policy: The policy model to use (MlpPolicy, CnnPolicy)
+    :param env: The environment to learn from (if registered in Gym, can be str)
+    :param expert: the expert: a zoo folder, a ``.zip`` checkpoint or an :class:`sb3ext.common.experts.Expert`.
+        It is never saved with the learner; ``load()`` without it still predicts.
+    :param learning_rate: The learning rate, it can be a function of the current progress remaining (from 1 to 0)
+    :param n_steps: The number of steps to run for each environment per iteration (roll-in length)
+    :param batch_size: Minibatch size, in states (each state carries its K action samples or all its actions)
+    :param n_epochs: Number of epochs over the aggregated states per iteration
+    :param gamma: Discount factor (learner value head and the RL phase)
+    :param gae_lambda: GAE lambda (learner value head and the RL phase)
+    :param clip_range: PPO clipping parameter of the trust region, it can be a function of the progress remaining
+    :param clip_range_vf: Clipping parameter for the value function (RL phase), see PPO
+    :param normalize_advantage: Whether to divide the advantages by their batch standard deviation
+    :param ent_coef: Entropy coefficient for the loss calculation
+    :param vf_coef: Value function coefficient for the loss calculation
+    :param max_grad_norm: The maximum value for the gradient clipping
+    :param beta_init: expert share of the roll-in at the first iteration, in [0, 1] (0: pure learner roll-in)
+    :param beta_decay: ``beta_n = beta_init * beta_decay ** n`` at imitation iteration n, in [0, 1]
+    :param n_action_samples: K, learner actions scored by Q* per state (continuous actions, K >= 2)
+    :param aggregation_window: number of past roll-ins whose states are re-scored at every iteration
+    :param per_state_normalization: divide each state's advantages by that state's largest |A|
+        (None: on for discrete actions, off for continuous ones)
+    :param bound_coef: weight of the quadratic penalty on the Gaussian mean outside the action bounds
+        (in the [-1, 1]-normalised action space); keeps the K samples from all clipping to one action
+    :param min_std: floor on the Gaussian standard deviation, as a fraction of the half action range
+    :param rl_switch: None: imitate forever; an int N: switch to plain PPO after N imitation iterations;
+        a pair [low, high]: switch after a number of iterations drawn uniformly in it (LOKI)
+    :param use_sde: not supported (must be False)
+    :param target_kl: stop the epochs of an iteration when the approximate KL exceeds ``1.5 * target_kl``
+    :param stats_window_size: Window size for the rollout logging
+    :param tensorboard_log: the log location for tensorboard (if None, no logging)
+    :param policy_kwargs: additional arguments to be passed to the policy on creation
+    :param verbose: Verbosity level: 0 for no output, 1 for info messages, 2 for debug messages
+    :param seed: Seed for the pseudo random generators
+    :param device: Device (cpu, cuda, ...) on which the code should be run.
+    :param _init_setup_model: Whether or not to build the network at the creation of the instance
+    """
+
+    policy_aliases: ClassVar[dict[str, type[BasePolicy]]] = {
+        "MlpPolicy": MlpPolicy,
+        "CnnPolicy": CnnPolicy,
+    }
+
+    def __init__(
+        self,
+        policy: str | type[ActorCriticPolicy],
+        env: GymEnv | str,
+        expert: str | os.PathLike[str] | Expert | None = None,
+        learning_rate: float | Schedule = 1e-3,
+        n_steps: int = 16,
+        batch_size: int = 256,
+        n_epochs: int = 10,
+        gamma: float = 0.99,
+        gae_lambda: float = 0.95,
+        clip_range: float | Schedule = 0.2,
+        clip_range_vf: float | Schedule | None = None,
+        normalize_advantage: bool = True,
+        ent_coef: float = 0.0,
+        vf_coef: float = 0.5,
+        max_grad_norm: float = 0.5,
+        beta_init: float = 0.5,
+        beta_decay: float = 0.9,
+        n_action_samples: int = 16,
+        aggregation_window: int = 32,
+        per_state_normalization: bool | None = None,
+        bound_coef: float = 1.0,
+        min_std: float = 0.1,
+        rl_switch: int | list[int] | tuple[int, int] | None = None,
+        use_sde: bool = False,
+        target_kl: float | None = 0.02,
+        stats_window_size: int = 100,
+        tensorboard_log: str | None = None,
+        policy_kwargs: dict[str, Any] | None = None,
+        verbose: int = 0,
+        seed: int | None = None,
+        device: th.device | str = "auto",
+        _init_setup_model: bool = True,
+        **unknown_kwargs: Any,
+    ):
+        if unknown_kwargs:
+            raise TypeError(_unknown_kwargs_message(type(self), unknown_kwargs))
+        with warnings.catch_warnings():
+            # PPO warns when batch_size does not divide n_steps * n_envs; here batch_size counts aggregated states
+            warnings.filterwarnings("ignore", message="You have specified a mini-batch size")
+            super().__init__(
+                policy,
+                env,
+                learning_rate=learning_rate,
+                n_steps=n_steps,
+                batch_size=batch_size,
+                n_epochs=n_epochs,
+                gamma=gamma,
+                gae_lambda=gae_lambda,
+                clip_range=clip_range,
+                clip_range_vf=clip_range_vf,
+                normalize_advantage=normalize_advantage,
+                ent_coef=ent_coef,
+                vf_coef=vf_coef,
+                max_grad_norm=max_grad_norm,
+                use_sde=use_sde,
+                target_kl=target_kl,
+                stats_window_size=stats_window_size,
+                tensorboard_log=tensorboard_log,
+                policy_kwargs=policy_kwargs,
+                verbose=verbose,
+                seed=seed,
+                device=device,
+                _init_setup_model=False,
+            )
+        self.supported_action_spaces = (spaces.Box, spaces.Discrete)
+        self.expert = expert
+        self.beta_init = beta_init
+        self.beta_decay = beta_decay
+        self.n_action_samples = n_action_samples
+        self.aggregation_window = aggregation_window
+        self.per_state_normalization = per_state_normalization
+        self.bound_coef = bound_coef
+        self.min_std = min_std
+        self.rl_switch = rl_switch
+        # Progress of the imitation phase: saved with the model, not reset by learn(reset_num_timesteps=True),
+        # so that `-i` / a resumed checkpoint continues the beta schedule and the switch to RL.
+        self.imitation_iterations = 0
+        self.switch_iteration: int | None = None
+        self._expert: Expert | None = None
+        self._aggregation: StateAggregationBuffer | None = None
+        self._last_expert_fraction = 0.0
+
+        if _init_setup_model:
+            self._setup_model()
+
+    # ------------------------------------------------------------------ setup
+    def _check_hyperparameters(self) -> None:
+        def bad(name: str, allowed: str) -> ValueError:
+            return ValueError(f"AggreVaTeD: invalid {name}={getattr(self, name)!r}; allowed: {allowed}")
+
+        if not isinstance(self.action_space, (spaces.Box, spaces.Discrete)):
+            raise ValueError(f"AggreVaTeD supports Box and Discrete action spaces, not {self.action_space}")
+        if isinstance(self.observation_space, spaces.Dict):
+            raise ValueError("AggreVaTeD does not support Dict observation spaces")
+        if self.use_sde:
+            raise bad("use_sde", "False (gSDE exploration is not supported by AggreVaTeD)")
+        if not 0.0 <= float(self.beta_init) <= 1.0:
+            raise bad("beta_init", "a number in [0, 1]")
+        if not 0.0 <= float(self.beta_decay) <= 1.0:
+            raise bad("beta_decay", "a number in [0, 1]")
+        if int(self.n_action_samples) != self.n_action_samples or self.n_action_samples < 2:
+            raise bad("n_action_samples", "an integer >= 2")
+        if int(self.aggregation_window) != self.aggregation_window or self.aggregation_window < 1:
+            raise bad("aggregation_window", "an integer >= 1")
+        if self.per_state_normalization not in (None, True, False):
+            raise bad("per_state_normalization", "None, True or False")
+        if self.bound_coef < 0:
+            raise bad("bound_coef", "a number >= 0")
+        if self.min_std < 0:
+            raise bad("min_std", "a number >= 0")
+        switch = self.rl_switch
+        if switch is not None:
+            if isinstance(switch, (list, tuple)):
+                if len(switch) != 2 or not all(isinstance(v, int) and v >= 0 for v in switch) or switch[0] > switch[1]:
+                    raise bad("rl_switch", "None, an integer >= 0, or a pair [low, high] of integers with 0 <= low <= high")
+            elif not isinstance(switch, int) or isinstance(switch, bool) or switch < 0:
+                raise bad("rl_switch", "None, an integer >= 0, or a pair [low, high] of integers with 0 <= low <= high")
+
+    def _setup_model(self) -> None:
+        self._check_hyperparameters()
+        super()._setup_model()
+        self._mix_rng = np.random.default_rng(self.seed)
+        if self.switch_iteration is None and self.rl_switch is not None:
+            if isinstance(self.rl_switch, (list, tuple)):
+                low, high = self.rl_switch
+                self.switch_iteration = int(self._mix_rng.integers(low, high + 1))
+            else:
+                self.switch_iteration = int(self.rl_switch)
+        self._expert = None
+        self._aggregation = None
+        if self.expert is not None:
+            self._set_expert(self.expert)
+
+    def _set_expert(self, expert: str | os.PathLike[str] | Expert) -> None:
+        env_id = None
+        if self.env is not None:
+            try:
+                spec = self.env.get_attr("spec", [0])[0]
+                env_id = spec.id if spec is not None else None
+            except (AttributeError, IndexError):
+                env_id = None
+        loaded = load_expert(expert, env_id=env_id, device=self.device)
+        loaded.check_spaces(self.observation_space, self.action_space)
+        wanted = Q_DISCRETE if isinstance(self.action_space, spaces.Discrete) else Q_CONTINUOUS
+        if loaded.kind != wanted:
+            raise ValueError(
+                f"Expert {loaded.source} ({loaded.algo_name}) cannot drive AggreVaTeD on this action space: "
+                f"{'a DQN or QR-DQN' if wanted == Q_DISCRETE else 'a SAC, TD3, DDPG or TQC'} expert with a Q-function is needed"
+            )
+        self._expert = loaded
+        self.expert = expert
+        self._aggregation = StateAggregationBuffer(
+            self.aggregation_window,
+            self.n_steps * self.n_envs,
+            self.observation_space.shape,  # type: ignore[arg-type]
+            loaded.observation_space.shape,  # type: ignore[arg-type]
+        )
+
+    def set_expert(self, expert: str | os.PathLike[str] | Expert) -> None:
+        """Attach (or replace) the expert of a model, e.g. after ``AggreVaTeD.load(path)``."""
+        self._set_expert(expert)
+
+    @property
+    def in_rl_phase(self) -> bool:
+        """True once the imitation phase is over (``rl_switch`` reached): training is plain PPO."""
+        return self.switch_iteration is not None and self.imitation_iterations >= self.switch_iteration
+
+    @property
+    def beta(self) -> float:
+        """Expert share of the roll-in for the current iteration."""
+        if self.in_rl_phase:
+            return 0.0
+        return float(self.beta_init) * float(self.beta_decay) ** self.imitation_iterations
+
+    def _excluded_save_params(self) -> list[str]:
+        return [*super()._excluded_save_params(), "expert", "_expert", "_aggregation", "_mix_rng"]
+
+    # ------------------------------------------------------------------ roll-in
+    def _original_obs(self, env: VecEnv) -> np.ndarray:
+        """The current observation as the environment emitted it (before the learner's VecNormalize)."""
+        vec_normalize = self.get_vec_normalize_env()
+        if vec_normalize is not None:
+            return vec_normalize.get_original_obs()
+        return self._last_obs  # type: ignore[return-value]
+
+    def collect_rollouts(
+        self,
+        env: VecEnv,
+        callback: BaseCallback,
+        rollout_buffer: RolloutBuffer,
+        n_rollout_steps: int,
+    ) -> bool:
+        """
+        Collect experiences with the roll-in mixture and fill a ``RolloutBuffer``.
+
+        Copied from stable_baselines3 2.9.2 ``OnPolicyAlgorithm.collect_rollouts``; changes are marked ``# sb3ext:``.
+        """
+        assert self._last_obs is not None, "No previous observation was provided"
+        # Switch to eval mode (this affects batch norm / dropout)
+        self.policy.set_training_mode(False)
+
+        n_steps = 0
+        rollout_buffer.reset()
+        # Sample new weights for the state dependent exploration
+        if self.use_sde:
+            self.policy.reset_noise(env.num_envs)
+
+        # sb3ext: the expert share of this roll-in, and a count of executed expert actions
+        beta = self.beta
+        imitating = not self.in_rl_phase
+        expert = self._expert
+        n_expert_actions = 0
+
+        callback.on_rollout_start()
+
+        while n_steps < n_rollout_steps:
+            if self.use_sde and self.sde_sample_freq > 0 and n_steps % self.sde_sample_freq == 0:
+                # Sample a new noise matrix
+                self.policy.reset_noise(env.num_envs)
+
+            with th.no_grad():
+                # Convert to pytorch tensor or to TensorDict
+                obs_tensor = obs_as_tensor(self._last_obs, self.device)  # type: ignore[arg-type]
+                actions, values, log_probs = self.policy(obs_tensor)
+            actions = actions.cpu().numpy()
+
+            # sb3ext: remember the visited states (learner's and expert's view); mix expert actions in
+            if imitating and expert is not None:
+                assert self._aggregation is not None
+                expert_obs = expert.normalize_obs(self._original_obs(env))
+                self._aggregation.add(np.asarray(self._last_obs, dtype=np.float32), expert_obs)
+                use_expert = self._mix_rng.random(env.num_envs) < beta
+                if use_expert.any():
+                    expert_actions = expert.act(expert_obs)
+                    actions = np.where(
+                        use_expert.reshape(-1, *([1] * (actions.ndim - 1))), expert_actions.reshape(actions.shape), actions
+                    )
+                    # Old log-probs in the buffer always come from the learner, also for executed expert actions
+                    with th.no_grad():
+                        _, log_probs, _ = self.policy.evaluate_actions(obs_tensor, th.as_tensor(actions, device=self.device))
+                    n_expert_actions += int(use_expert.sum())
+
+            # Rescale and perform action
+            clipped_actions = actions
+
+            if isinstance(self.action_space, spaces.Box):
+                if self.policy.squash_output:
+                    # Unscale the actions to match env bounds
+                    # if they were previously squashed (scaled in [-1, 1])
+                    clipped_actions = self.policy.unscale_action(clipped_actions)
+                else:
+                    # Otherwise, clip the actions to avoid out of bound error
+                    # as we are sampling from an unbounded Gaussian distribution
+                    clipped_actions = np.clip(actions, self.action_space.low, self.action_space.high)
+
+            new_obs, rewards, dones, infos = env.step(clipped_actions)
+
+            self.num_timesteps += env.num_envs
+
+            # Give access to local variables
+            callback.update_locals(locals())
+            if not callback.on_step():
+                return False
+
+            self._update_info_buffer(infos, dones)
+            n_steps += 1
+
+            if isinstance(self.action_space, spaces.Discrete):
+                # Reshape in case of discrete action
+                actions = actions.reshape(-1, 1)
+
+            # Handle timeout by bootstrapping with value function
+            # see GitHub issue #633
+            for idx, done in enumerate(dones):
+                if (
+                    done
+                    and infos[idx].get("terminal_observation") is not None
+                    and infos[idx].get("TimeLimit.truncated", False)
+                ):
+                    terminal_obs = self.policy.obs_to_tensor(infos[idx]["terminal_observation"])[0]
+                    with th.no_grad():
+                        terminal_value = self.policy.predict_values(terminal_obs)[0]  # type: ignore[arg-type]
+                    rewards[idx] += self.gamma * terminal_value
+
+            rollout_buffer.add(
+                self._last_obs,  # type: ignore[arg-type]
+                actions,
+                rewards,
+                self._last_episode_starts,  # type: ignore[arg-type]
+                values,
+                log_probs,
+            )
+            self._last_obs = new_obs  # type: ignore[assignment]
+            self._last_episode_starts = dones
+
+        with th.no_grad():
+            # Compute value for the last timestep
+            values = self.policy.predict_values(obs_as_tensor(new_obs, self.device))  # type: ignore[arg-type]
+
+        rollout_buffer.compute_returns_and_advantage(last_values=values, dones=dones)
+
+        # sb3ext: log the roll-in mixture
+        self._last_expert_fraction = n_expert_actions / max(1, n_rollout_steps * env.num_envs)
+        self.logger.record("rollout/beta", beta)
+        self.logger.record("rollout/expert_fraction", self._last_expert_fraction)
+
+        callback.update_locals(locals())
+
+        callback.on_rollout_end()
+
+        return True
+
+    # ------------------------------------------------------------------ update
+    def train(self) -> None:
+        """Update the policy: imitation (AggreVaTeD) iterations, then plain PPO once ``rl_switch`` is reached."""
+        if self.in_rl_phase:
+            self.logger.record("train/phase", 1)
+            super().train()
+            return
+        self._train_imitation()
+        self.imitation_iterations += 1
+        self.logger.record("train/phase", 0)
+        self.logger.record("train/imitation_iterations", self.imitation_iterations)
+
+    def _score_states(self, expert_obs: th.Tensor, learner_obs: th.Tensor) -> dict[str, th.Tensor]:
+        """Sample learner actions at the aggregated states and score them with Q* (no gradient)."""
+        assert self._expert is not None
+        expert = self._expert
+        with th.no_grad():
+            distribution = self.policy.get_distribution(learner_obs).distribution
+            if isinstance(self.action_space, spaces.Discrete):
+                probs = distribution.probs
+                q = expert.q_all(expert_obs)
+                advantages = expected_advantages(q, probs)
+                per_state = True if self.per_state_normalization is None else self.per_state_normalization
+                expert_q = q.max(dim=-1).values
+                learner_q = (probs * q).sum(dim=-1)
+                stats = {"q_mean": learner_q.mean(), "q_std": learner_q.std(), "q_gap": (expert_q - learner_q).mean()}
+                data = {"probs_old": probs, "q": q}
+            else:
+                actions = distribution.sample((self.n_action_samples,))  # (K, N, act_dim)
+                log_prob_old = distribution.log_prob(actions).sum(dim=-1)
+                q = expert.q_values(expert_obs, actions)  # (K, N)
+                advantages = leave_one_out_advantages(q)
+                per_state = bool(self.per_state_normalization)
+                expert_actions = th.as_tensor(expert.act(expert_obs.cpu().numpy()), device=self.device, dtype=th.float32)
+                expert_q = expert.q_values(expert_obs, expert_actions)
+                stats = {
+                    "q_mean": q.mean(),
+                    "q_std": q.std(),
+                    "q_gap": (expert_q - q.mean(dim=0)).mean(),
+                    "q_twin_spread": expert.q_spread(expert_obs, actions[0]).mean(),
+                }
+                data = {"actions": actions, "log_prob_old": log_prob_old}
+            if per_state:
+                scale_axis = -1 if isinstance(self.action_space, spaces.Discrete) else 0
+                advantages = advantages / (advantages.abs().amax(dim=scale_axis, keepdim=True) + 1e-8)
+            if self.normalize_advantage:
+                advantages = advantages / (advantages.std() + 1e-8)
+        data["advantages"] = advantages
+        data["stats"] = stats  # type: ignore[assignment]
+        return data
+
+    def _policy_loss(self, data: dict[str, Any], idx: th.Tensor, obs: th.Tensor, clip_range: float) -> dict[str, th.Tensor]:
+        """Clipped surrogate on the scored samples of the states ``idx`` (eq. 6-8 with PPO's clip)."""
+        distribution = self.policy.get_distribution(obs)
+        torch_dist = distribution.distribution
+        if isinstance(self.action_space, spaces.Discrete):
+            probs_old = data["probs_old"][idx]
+            advantages = data["advantages"][idx]
+            log_probs = torch_dist.logits.log_softmax(dim=-1)
+            log_probs_old = th.log(probs_old.clamp_min(1e-8))
+            ratio = th.exp(log_probs - log_probs_old)
+            surrogate = th.min(advantages * ratio, advantages * th.clamp(ratio, 1 - clip_range, 1 + clip_range))
+            # Exact expectation over actions under pi_old: sum_a pi_old(a|s) * clipped ratio term
+            policy_loss = -(probs_old * surrogate).sum(dim=-1).mean()
+            clip_fraction = (probs_old * ((ratio - 1).abs() > clip_range).float()).sum(dim=-1).mean()
+            approx_kl = (probs_old * (log_probs_old - log_probs)).sum(dim=-1).mean()
+            bound_penalty = th.zeros((), device=self.device)
+        else:
+            actions = data["actions"][:, idx]
+            advantages = data["advantages"][:, idx]
+            log_prob = torch_dist.log_prob(actions).sum(dim=-1)
+            log_ratio = log_prob - data["log_prob_old"][:, idx]
+            ratio = th.exp(log_ratio)
+            policy_loss = -th.min(advantages * ratio, advantages * th.clamp(ratio, 1 - clip_range, 1 + clip_range)).mean()
+            clip_fraction = ((ratio - 1).abs() > clip_range).float().mean()
+            approx_kl = ((ratio - 1) - log_ratio).mean()
+            assert isinstance(self.action_space, spaces.Box)
+            low = th.as_tensor(self.action_space.low, device=self.device)
+            high = th.as_tensor(self.action_space.high, device=self.device)
+            normalized_mean = 2.0 * (torch_dist.mean - low) / (high - low) - 1.0
+            bound_penalty = (F.relu(normalized_mean.abs() - 1.0) ** 2).sum(dim=-1).mean()
+        entropy = distribution.entropy()
+        entropy_loss = -th.mean(entropy) if entropy is not None else th.zeros((), device=self.device)
+        return {
+            "policy_loss": policy_loss,
+            "bound_penalty": bound_penalty,
+            "entropy_loss": entropy_loss,
+            "clip_fraction": clip_fraction,
+            "approx_kl": approx_kl,
+        }
+
+    def _gradient_groups(self) -> tuple[list[th.nn.Parameter], list[th.nn.Parameter]]:
+        """(actor parameters, value-head parameters) of the policy."""
+        value, actor = [], []
+        for name, param in self.policy.named_parameters():
+            (value if "value_net" in name else actor).append(param)
+        return actor, value
+
+    def _apply_std_floor(self) -> None:
+        log_std = getattr(self.policy, "log_std", None)
+        if self.min_std > 0 and isinstance(log_std, th.nn.Parameter) and isinstance(self.action_space, spaces.Box):
+            half_range = th.as_tensor((self.action_space.high - self.action_space.low) / 2.0, device=self.device)
+            with th.no_grad():
+                log_std.copy_(th.maximum(log_std, th.log(self.min_std * half_range)))
+
+    def _train_imitation(self) -> None:
+        if self._expert is None or self._aggregation is None:
+            raise ValueError(_NO_EXPERT_MESSAGE)
+        self.policy.set_training_mode(True)
+        self._update_learning_rate(self.policy.optimizer)
+        clip_range = self.clip_range(self._current_progress_remaining)  # type: ignore[operator]
+
+        learner_np, expert_np = self._aggregation.get()
+        learner_obs = th.as_tensor(learner_np, device=self.device)
+        expert_obs = th.as_tensor(expert_np, device=self.device)
+        n_states = len(learner_obs)
+        data = self._score_states(expert_obs, learner_obs)
+
+        # Value head: regression on the env's returns of the latest roll-in (kept for the RL phase)
+        rollout = next(self.rollout_buffer.get(batch_size=None))
+        n_rollout = len(rollout.returns)
+        value_batch = min(self.batch_size, n_rollout)
+
+        logs: dict[str, list[float]] = {k: [] for k in ("policy_loss", "bound_penalty", "entropy_loss", "clip_fraction", "approx_kl")}
+        value_losses: list[float] = []
+        continue_training = True
+        for epoch in range(self.n_epochs):
+            permutation = th.randperm(n_states, device=self.device)
+            for start in range(0, n_states, self.batch_size):
+                idx = permutation[start : start + self.batch_size]
+                terms = self._policy_loss(data, idx, learner_obs[idx], clip_range)
+                value_idx = th.randint(n_rollout, (value_batch,), device=self.device)
+                values = self.policy.predict_values(rollout.observations[value_idx]).flatten()
+                value_loss = F.mse_loss(rollout.returns[value_idx], values)
+                if self.target_kl is not None and terms["approx_kl"].item() > 1.5 * self.target_kl:
+                    continue_training = False
+                    if self.verbose >= 1:
+                        print(f"Early stopping at epoch {epoch} due to reaching max kl: {terms['approx_kl'].item():.3f}")
+                    break
+                loss = (
+                    terms["policy_loss"]
+                    + self.bound_coef * terms["bound_penalty"]
+                    + self.ent_coef * terms["entropy_loss"]
+                    + self.vf_coef * value_loss
+                )
+                self.policy.optimizer.zero_grad()
+                loss.backward()
+                # Clip the actor's and the critic's gradients separately: the value loss is on the env's
+                # reward scale and would otherwise shrink the policy gradient to nothing.
+                for group in self._gradient_groups():
+                    th.nn.utils.clip_grad_norm_(group, self.max_grad_norm)
+                self.policy.optimizer.step()
+                self._apply_std_floor()
+                for key in logs:
+                    logs[key].append(terms[key].item())
+                value_losses.append(value_loss.item())
+            self._n_updates += 1
+            if not continue_training:
+                break
+
+        for key, values_list in logs.items():
+            if values_list:
+                self.logger.record(f"train/{key}", float(np.mean(values_list)))
+        if value_losses:
+            self.logger.record("train/value_loss", float(np.mean(value_losses)))
+        for key, value in data["stats"].items():
+            self.logger.record(f"train/{key}", float(value))
+        if self._expert.ent_coef is not None:
+            self.logger.record("train/expert_ent_coef", self._expert.ent_coef)
+        self.logger.record("train/aggregated_states", n_states)
+        self.logger.record("train/beta", self.beta)
+        self.logger.record(
+            "train/explained_variance",
+            explained_variance(self.rollout_buffer.values.flatten(), self.rollout_buffer.returns.flatten()),
+        )
+        if hasattr(self.policy, "log_std"):
+            self.logger.record("train/std", th.exp(self.policy.log_std).mean().item())
+        self.logger.record("train/n_updates", self._n_updates, exclude="tensorboard")
+        self.logger.record("train/clip_range", clip_range)
+
+    # ------------------------------------------------------------------ learn
+    def learn(
+        self: SelfAggreVaTeD,
+        total_timesteps: int,
+        callback: MaybeCallback = None,
+        log_interval: int = 1,
+        tb_log_name: str = "AggreVaTeD",
+        reset_num_timesteps: bool = True,
+        progress_bar: bool = False,
+    ) -> SelfAggreVaTeD:
+        if self._expert is None and not self.in_rl_phase:
+            raise ValueError(_NO_EXPERT_MESSAGE)
+        return super().learn(
+            total_timesteps=total_timesteps,
+            callback=callback,
+            log_interval=log_interval,
+            tb_log_name=tb_log_name,
+            reset_num_timesteps=reset_num_timesteps,
+            progress_bar=progress_bar,
+        )
+
+
+_NO_EXPERT_MESSAGE = (
+    "AggreVaTeD needs an expert to learn: pass expert=<zoo folder or .zip> to the constructor, "
+    "call model.set_expert(...) after load(), or with rl_zoo3 add --hyperparams expert:\"'<path>'\""
+)
+
+
+def _unknown_kwargs_message(cls: type, unknown: dict[str, Any]) -> str:
+    allowed = [name for name in inspect.signature(cls.__init__).parameters if name not in {"self", "unknown_kwargs"}]
+    parts = []
+    for name in sorted(unknown):
+        close = difflib.get_close_matches(name, allowed, n=1)
+        parts.append(f"{name!r}" + (f" (did you mean {close[0]!r}?)" if close else ""))
+    return f"{cls.__name__}: unknown hyperparameter(s) {', '.join(parts)}; allowed: {', '.join(allowed)}"
