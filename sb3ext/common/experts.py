@@ -30,6 +30,7 @@ import base64
 import json
 import os
 import re
+import warnings
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -253,7 +254,7 @@ def _describe(space: spaces.Space) -> str:
 def _bounds(values: np.ndarray) -> np.ndarray:
     # old gym spaces used +-float32 max where gymnasium uses +-inf
     values = np.asarray(values, dtype=np.float64)
-    return np.where(np.abs(values) >= np.finfo(np.float32).max, np.sign(values) * np.inf, values)
+    return np.where(np.abs(values) >= np.finfo(np.float32).max, np.copysign(np.inf, values), values)
 
 
 def spaces_match(a: spaces.Space, b: spaces.Space, within: bool = False) -> bool:
@@ -362,9 +363,19 @@ class Expert:
         """Environment observations -> the tensor the expert's networks expect."""
         return th.as_tensor(self.normalize_obs(obs), device=self.device)
 
-    def predict(self, obs: np.ndarray) -> np.ndarray:
-        """Deterministic expert actions (env units) for a batch of environment observations."""
-        return self.act(self.normalize_obs(obs))
+    def predict(
+        self,
+        observation: np.ndarray,
+        state: tuple[np.ndarray, ...] | None = None,
+        episode_start: np.ndarray | None = None,
+        deterministic: bool = True,
+    ) -> tuple[np.ndarray, None]:
+        """Deterministic expert actions (env units) for environment observations.
+
+        Same signature as SB3's ``predict`` (so ``evaluate_policy`` accepts an expert); the expert
+        always acts deterministically.
+        """
+        return self.act(self.normalize_obs(observation)), None
 
     def act(self, expert_obs: np.ndarray) -> np.ndarray:
         """Deterministic expert actions (env units) for observations already normalised for the expert."""
@@ -452,7 +463,10 @@ def load_expert(
         n_critics = len({k.split(".")[1] for k in state if k.startswith("critic.qf")})
         algo_class = DDPG if n_critics == 1 else TD3
         custom["policy_kwargs"] = {**(custom.get("policy_kwargs") or data.get("policy_kwargs") or {}), "n_critics": n_critics}
-    model = algo_class.load(files.model, device=device, custom_objects=custom, **kwargs)
+    with warnings.catch_warnings():
+        # SB3 < 2.4 DQN checkpoints: SB3 truncates their optimizer state; irrelevant for a frozen expert
+        warnings.filterwarnings("ignore", message="You are probably loading a DQN model saved with SB3 < 2.4.0")
+        model = algo_class.load(files.model, device=device, custom_objects=custom, **kwargs)
     config = _read_config(files.config)
     obs_normalization = _load_obs_normalization(files.vecnormalize) if files.vecnormalize else None
     if obs_normalization is None and _normalize_flag(config):

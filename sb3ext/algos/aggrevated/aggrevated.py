@@ -591,7 +591,6 @@ class AggreVaTeD(PPO):
         if self._expert.ent_coef is not None:
             self.logger.record("train/expert_ent_coef", self._expert.ent_coef)
         self.logger.record("train/aggregated_states", n_states)
-        self.logger.record("train/beta", self.beta)
         self.logger.record(
             "train/explained_variance",
             explained_variance(self.rollout_buffer.values.flatten(), self.rollout_buffer.returns.flatten()),

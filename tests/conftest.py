@@ -1,0 +1,26 @@
+"""Shared fixtures: the real zoo experts in ../shared/experts and small toy experts."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+SHARED_EXPERTS = Path(os.environ.get("SB3EXT_SHARED_EXPERTS", ROOT.parent / "shared" / "experts"))
+
+
+def shared_expert(relative: str) -> Path:
+    """Path of a real zoo expert in ../shared/experts (skips the test with a clear reason if absent)."""
+    path = SHARED_EXPERTS / relative
+    if not path.exists():
+        pytest.skip(f"real zoo expert {relative} not found under {SHARED_EXPERTS} (set SB3EXT_SHARED_EXPERTS)")
+    return path
+
+
+@pytest.fixture(autouse=True)
+def _single_thread() -> None:
+    import torch as th
+
+    th.set_num_threads(1)

@@ -1,0 +1,321 @@
+"""AggreVaTeD: advantages, roll-in mixture, updates, save/load, determinism, hyperparameters."""
+
+from __future__ import annotations
+
+import copy
+import inspect
+import zipfile
+from pathlib import Path
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import torch as th
+import yaml
+from gymnasium import spaces
+from stable_baselines3.common.callbacks import BaseCallback
+from stable_baselines3.common.env_util import make_vec_env
+
+from sb3ext.algos.aggrevated import AggreVaTeD
+from sb3ext.algos.aggrevated.aggrevated import expected_advantages, leave_one_out_advantages
+from sb3ext.common.experts import load_expert
+from sb3ext.zoo import hyperparams_path
+from tests.conftest import shared_expert
+from tests.toy_experts import QuadraticExpert, TableExpert
+
+SMALL = dict(n_steps=8, batch_size=32, n_epochs=2, n_action_samples=4, aggregation_window=4, policy_kwargs=dict(net_arch=[16]))
+
+
+def pendulum_model(**kwargs) -> AggreVaTeD:
+    env = make_vec_env("Pendulum-v1", n_envs=2, seed=0)
+    params = {**SMALL, "expert": shared_expert("sac/Pendulum-v1_1"), "seed": 0, **kwargs}
+    return AggreVaTeD("MlpPolicy", env, **params)
+
+
+# ---------------------------------------------------------------------- advantages
+def test_leave_one_out_advantages_sum_to_zero_and_ignore_state_offsets() -> None:
+    q = th.randn(8, 50)
+    adv = leave_one_out_advantages(q)
+    th.testing.assert_close(adv.sum(dim=0), th.zeros(50), atol=1e-5, rtol=0)
+    offset = th.randn(1, 50) * 100.0
+    th.testing.assert_close(leave_one_out_advantages(q + offset), adv, atol=1e-4, rtol=0)
+    # hand-computed: K=3, q = (1, 2, 6): baselines (4, 3.5, 1.5)
+    th.testing.assert_close(leave_one_out_advantages(th.tensor([[1.0], [2.0], [6.0]])).flatten(), th.tensor([-3.0, -1.5, 4.5]))
+    with pytest.raises(ValueError, match="at least 2"):
+        leave_one_out_advantages(th.randn(1, 3))
+
+
+def test_expected_advantages_are_zero_mean_under_the_old_policy() -> None:
+    q = th.randn(20, 3)
+    probs = th.softmax(th.randn(20, 3), dim=-1)
+    adv = expected_advantages(q, probs)
+    th.testing.assert_close((probs * adv).sum(dim=-1), th.zeros(20), atol=1e-5, rtol=0)
+    th.testing.assert_close(expected_advantages(q + th.randn(20, 1), probs), adv, atol=1e-5, rtol=0)
+
+
+# ---------------------------------------------------------------------- updates move toward Q*'s optimum
+def test_one_update_moves_the_mean_toward_the_quadratic_optimum() -> None:
+    env = make_vec_env("Pendulum-v1", n_envs=2, seed=0)
+    target = np.array([1.5], dtype=np.float32)
+    expert = QuadraticExpert(env.observation_space, env.action_space, target)
+    model = AggreVaTeD("MlpPolicy", env, expert=expert, seed=0, beta_init=0.0, **{**SMALL, "n_epochs": 10})
+    old_policy = copy.deepcopy(model.policy)
+    model.learn(16)  # one iteration: 8 steps x 2 envs, then one update on these 16 states
+    obs = th.as_tensor(model._aggregation.get()[0])
+    assert len(obs) == 16 and model.imitation_iterations == 1
+    before = old_policy.get_distribution(obs).distribution.mean.detach()
+    after = model.policy.get_distribution(obs).distribution.mean.detach()
+    assert (after - before).mean().item() > 0.02, "the mean should move toward a* = 1.5"
+    assert ((after - 1.5).abs() < (before - 1.5).abs()).float().mean() > 0.95
+    # Q* scored K=4 fresh learner samples at each of the 16 states (then the expert's own action, for q_gap)
+    assert expert.critic_inputs[0].shape == (4, 16, 1)
+    assert expert.critic_inputs[1].shape == (16, 1)
+
+
+def test_discrete_update_raises_the_probability_of_the_best_action() -> None:
+    env = make_vec_env("CartPole-v1", n_envs=2, seed=0)
+    expert = TableExpert(env.observation_space, env.action_space, np.array([0.0, 1.0]))
+    model = AggreVaTeD("MlpPolicy", env, expert=expert, seed=0, beta_init=0.0, **{**SMALL, "n_epochs": 10})
+    old_policy = copy.deepcopy(model.policy)
+    model.learn(16)
+    obs = th.as_tensor(model._aggregation.get()[0])
+    before = old_policy.get_distribution(obs).distribution.probs[:, 1].detach()
+    after = model.policy.get_distribution(obs).distribution.probs[:, 1].detach()
+    # Adam descends the batch objective (not each state's): most states and the mean move up clearly
+    assert (after > before).float().mean() >= 0.8 and (after - before).mean() > 0.005
+
+
+def test_real_critic_inputs_stay_in_unit_box() -> None:
+    model = pendulum_model(beta_init=0.0)
+    expert = model._expert
+    seen = []
+    original = expert.policy.critic.forward
+
+    def recording(obs, actions):
+        seen.append(actions.detach().clone())
+        return original(obs, actions)
+
+    expert.policy.critic.forward = recording
+    with th.no_grad():
+        model.policy.log_std.fill_(2.0)  # wide samples: most fall outside [-2, 2]
+    model.learn(32)
+    assert seen and all(a.abs().max() <= 1.0 + 1e-6 for a in seen)
+    assert any(a.abs().max() == 1.0 for a in seen)
+
+
+# ---------------------------------------------------------------------- roll-in mixture
+class ActionRecorder(BaseCallback):
+    def __init__(self) -> None:
+        super().__init__()
+        self.executed: list[np.ndarray] = []
+        self.obs: list[np.ndarray] = []
+
+    def _on_step(self) -> bool:
+        self.executed.append(np.array(self.locals["clipped_actions"]))
+        self.obs.append(self.locals["obs_tensor"].numpy().copy())
+        return True
+
+
+@pytest.mark.parametrize("beta", [0.0, 1.0])
+def test_beta_decides_who_acts(beta: float) -> None:
+    model = pendulum_model(beta_init=beta, beta_decay=1.0)
+    recorder = ActionRecorder()
+    model.learn(32, callback=recorder)
+    expert_actions = np.stack([model._expert.predict(o)[0] for o in recorder.obs])
+    executed = np.stack(recorder.executed)
+    if beta == 1.0:
+        np.testing.assert_allclose(executed, expert_actions, atol=1e-6)
+        assert model._last_expert_fraction == 1.0
+    else:
+        assert np.abs(executed - expert_actions).min() > 0  # a Gaussian sample never equals the expert's action
+        assert model._last_expert_fraction == 0.0
+
+
+def test_buffer_log_probs_always_come_from_the_learner() -> None:
+    model = pendulum_model(beta_init=1.0, beta_decay=1.0)
+    model.learn(16)  # fills the buffer with expert actions, then trains
+    buffer = model.rollout_buffer
+    obs = th.as_tensor(buffer.observations.reshape(-1, 3))
+    actions = th.as_tensor(buffer.actions.reshape(-1, 1))
+    # The buffer was filled before the update: recompute with the parameters of that time
+    model2 = pendulum_model(beta_init=1.0, beta_decay=1.0)
+    model2._setup_learn(16, None)
+    model2.collect_rollouts(model2.env, model2._init_callback(None), model2.rollout_buffer, model2.n_steps)
+    buffer2 = model2.rollout_buffer
+    obs2 = th.as_tensor(buffer2.observations.reshape(-1, 3))
+    actions2 = th.as_tensor(buffer2.actions.reshape(-1, 1))
+    _, log_prob, _ = model2.policy.evaluate_actions(obs2, actions2)
+    np.testing.assert_allclose(buffer2.log_probs.reshape(-1), log_prob.detach().numpy(), rtol=1e-5, atol=1e-5)
+    assert obs.shape == obs2.shape and actions.shape == actions2.shape
+
+
+def test_beta_schedule_decays_per_iteration() -> None:
+    model = pendulum_model(beta_init=0.8, beta_decay=0.5)
+    betas = []
+
+    class Beta(BaseCallback):
+        def _on_rollout_start(self) -> None:
+            betas.append(self.model.beta)
+
+        def _on_step(self) -> bool:
+            return True
+
+    model.learn(48, callback=Beta())
+    assert betas == pytest.approx([0.8, 0.4, 0.2])
+
+
+# ---------------------------------------------------------------------- hyperparameters take effect
+def test_aggregation_window_and_samples_take_effect() -> None:
+    model = pendulum_model(aggregation_window=3, n_action_samples=5, beta_init=0.0)
+    model.learn(16 * 5)
+    assert model._aggregation.capacity == 3 * 16
+    assert model.logger.name_to_value["train/aggregated_states"] == 48
+    data = model._score_states(th.zeros(7, 3), th.zeros(7, 3))
+    assert data["actions"].shape == (5, 7, 1)
+
+
+def test_std_floor_holds() -> None:
+    model = pendulum_model(min_std=0.4, beta_init=0.0)
+    with th.no_grad():
+        model.policy.log_std.fill_(-5.0)
+    model.learn(16)
+    assert th.exp(model.policy.log_std).min().item() >= 0.4 * 2.0 - 1e-6  # fraction of Pendulum's half range 2
+
+
+def test_bound_penalty_pushes_the_mean_back_inside() -> None:
+    env = make_vec_env("Pendulum-v1", n_envs=2, seed=0)
+    expert = QuadraticExpert(env.observation_space, env.action_space, np.array([0.0], dtype=np.float32))
+    model = AggreVaTeD("MlpPolicy", env, expert=expert, seed=0, beta_init=0.0, bound_coef=10.0, **SMALL)
+    with th.no_grad():
+        model.policy.action_net.bias.fill_(6.0)  # mean far outside [-2, 2]: all samples clip to the same action
+    model.learn(16)
+    assert model.logger.name_to_value["train/bound_penalty"] > 0
+    assert model.policy.action_net.bias.item() < 6.0
+
+
+def test_per_state_normalization_scales_each_state() -> None:
+    env = make_vec_env("CartPole-v1", n_envs=2, seed=0)
+    expert = TableExpert(env.observation_space, env.action_space, np.array([0.0, 10.0]))
+    on = AggreVaTeD("MlpPolicy", env, expert=expert, seed=0, per_state_normalization=True, normalize_advantage=False, **SMALL)
+    off = AggreVaTeD("MlpPolicy", env, expert=expert, seed=0, per_state_normalization=False, normalize_advantage=False, **SMALL)
+    obs = th.zeros(4, 4)
+    assert on._score_states(obs, obs)["advantages"].abs().amax(dim=-1).tolist() == pytest.approx([1.0] * 4)
+    assert off._score_states(obs, obs)["advantages"].abs().amax(dim=-1).min().item() > 4.0
+
+
+def test_rl_switch_turns_into_ppo() -> None:
+    model = pendulum_model(rl_switch=2, beta_init=1.0, beta_decay=1.0)
+    model.learn(16 * 4)
+    assert model.imitation_iterations == 2 and model.in_rl_phase and model.beta == 0.0
+    assert model.logger.name_to_value["train/phase"] == 1
+    assert model._last_expert_fraction == 0.0
+
+
+def test_random_rl_switch_is_drawn_in_range_and_seeded() -> None:
+    draws = {pendulum_model(rl_switch=[3, 9], seed=s).switch_iteration for s in range(6)}
+    assert draws <= set(range(3, 10)) and len(draws) > 1
+    assert pendulum_model(rl_switch=[3, 9], seed=4).switch_iteration == pendulum_model(rl_switch=[3, 9], seed=4).switch_iteration
+
+
+# ---------------------------------------------------------------------- errors
+def test_unknown_hyperparameter_names_it_and_suggests() -> None:
+    with pytest.raises(TypeError, match=r"unknown hyperparameter\(s\) 'n_action_sample' \(did you mean 'n_action_samples'\?\)"):
+        pendulum_model(n_action_sample=3)
+
+
+@pytest.mark.parametrize(
+    "key,value",
+    [("beta_init", 1.5), ("beta_decay", -0.1), ("n_action_samples", 1), ("aggregation_window", 0), ("rl_switch", [5, 2]), ("rl_switch", -1), ("min_std", -1.0), ("use_sde", True)],
+)
+def test_invalid_values_name_the_key(key: str, value: object) -> None:
+    with pytest.raises(ValueError, match=rf"invalid {key}="):
+        pendulum_model(**{key: value})
+
+
+def test_learning_without_expert_fails_clearly() -> None:
+    env = make_vec_env("Pendulum-v1", n_envs=1)
+    model = AggreVaTeD("MlpPolicy", env, **SMALL)
+    with pytest.raises(ValueError, match="AggreVaTeD needs an expert"):
+        model.learn(16)
+
+
+def test_expert_for_another_env_fails_before_training() -> None:
+    env = make_vec_env("MountainCarContinuous-v0", n_envs=1)
+    with pytest.raises(ValueError, match=r"expert observation space Box\(shape=\(3,\)"):
+        AggreVaTeD("MlpPolicy", env, expert=shared_expert("sac/Pendulum-v1_1"), **SMALL)
+
+
+def test_value_only_expert_is_refused_for_now() -> None:
+    env = make_vec_env("BipedalWalker-v3", n_envs=1)
+    with pytest.raises(ValueError, match="a SAC, TD3, DDPG or TQC expert with a Q-function is needed"):
+        AggreVaTeD("MlpPolicy", env, expert=shared_expert("ppo/BipedalWalker-v3_1"), **SMALL)
+
+
+# ---------------------------------------------------------------------- save / load / determinism
+def test_save_load_predicts_without_the_expert(tmp_path: Path) -> None:
+    model = pendulum_model()
+    model.learn(32)
+    model.save(tmp_path / "agent.zip")
+    with zipfile.ZipFile(tmp_path / "agent.zip") as archive:
+        data = archive.read("data").decode()
+    assert '"expert"' not in data and '"_expert"' not in data and '"_aggregation"' not in data
+    loaded = AggreVaTeD.load(tmp_path / "agent.zip")
+    assert loaded._expert is None and loaded.imitation_iterations == model.imitation_iterations
+    obs = np.stack([gym.make("Pendulum-v1").observation_space.sample() for _ in range(10)])
+    np.testing.assert_array_equal(model.predict(obs, deterministic=True)[0], loaded.predict(obs, deterministic=True)[0])
+    with pytest.raises(ValueError, match="needs an expert"):
+        loaded.set_env(make_vec_env("Pendulum-v1", n_envs=2))
+        loaded.learn(16)
+    loaded.set_expert(shared_expert("sac/Pendulum-v1_1"))
+    loaded.learn(16, reset_num_timesteps=False)
+    assert loaded.imitation_iterations == model.imitation_iterations + 1
+
+
+def test_load_with_expert_kwarg_continues_the_schedule(tmp_path: Path) -> None:
+    model = pendulum_model(beta_init=0.5, beta_decay=0.5)
+    model.learn(32)
+    model.save(tmp_path / "agent.zip")
+    env = make_vec_env("Pendulum-v1", n_envs=2, seed=1)
+    loaded = AggreVaTeD.load(tmp_path / "agent.zip", env=env, expert=shared_expert("sac/Pendulum-v1_1"))
+    assert loaded._expert is not None and loaded.beta == pytest.approx(0.5 * 0.5**2)
+
+
+def _trajectory(seed: int) -> tuple[np.ndarray, np.ndarray]:
+    model = pendulum_model(seed=seed)
+    recorder = ActionRecorder()
+    model.learn(48, callback=recorder)
+    params = th.cat([p.detach().flatten() for p in model.policy.parameters()]).numpy()
+    return np.stack(recorder.executed), params
+
+
+def test_same_seed_same_actions_and_parameters() -> None:
+    actions_a, params_a = _trajectory(3)
+    actions_b, params_b = _trajectory(3)
+    actions_c, _ = _trajectory(4)
+    np.testing.assert_array_equal(actions_a, actions_b)
+    np.testing.assert_array_equal(params_a, params_b)
+    assert not np.array_equal(actions_a, actions_c)
+
+
+# ---------------------------------------------------------------------- YAML
+ZOO_KEYS = {"n_envs", "n_timesteps", "policy", "normalize", "env_wrapper", "frame_stack", "callback", "vec_env_wrapper", "monitor_kwargs", "env_kwargs"}
+
+
+def test_yaml_keys_are_constructor_arguments() -> None:
+    entries = yaml.safe_load(hyperparams_path("aggrevated").read_text())
+    allowed = set(inspect.signature(AggreVaTeD.__init__).parameters) - {"self", "unknown_kwargs"}
+    required = {"Pendulum-v1", "MountainCarContinuous-v0", "CartPole-v1", "Acrobot-v1", "LunarLanderContinuous-v3", "BipedalWalker-v3", "BipedalWalkerHardcore-v3"}
+    assert required <= set(entries)
+    for env_id, entry in entries.items():
+        unknown = set(entry) - allowed - ZOO_KEYS
+        assert not unknown, f"{env_id}: {unknown} are not AggreVaTeD arguments"
+        assert "expert" in entry
+
+
+def test_discrete_runs_with_the_real_dqn_expert() -> None:
+    env = make_vec_env("CartPole-v1", n_envs=2, seed=0)
+    model = AggreVaTeD("MlpPolicy", env, expert=load_expert(shared_expert("dqn/CartPole-v1_1")), seed=0, **SMALL)
+    model.learn(32)
+    assert model.imitation_iterations == 2
+    assert isinstance(model.action_space, spaces.Discrete)
+    assert model.logger.name_to_value["train/q_gap"] >= 0

@@ -1,0 +1,279 @@
+"""Expert loading and Q* queries, on the real zoo checkpoints of ../shared/experts."""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import pickle
+import shutil
+import zipfile
+from pathlib import Path
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import torch as th
+from stable_baselines3 import DDPG, DQN, SAC
+from stable_baselines3.common.utils import ConstantSchedule
+
+from sb3ext.common.experts import Q_CONTINUOUS, Q_DISCRETE, VALUE_ONLY, load_expert
+from sb3ext.common.serialization import UnsafeObjectError
+from tests.conftest import shared_expert
+
+# (folder, gymnasium env id, kind)
+EXPERTS = [
+    ("sac/Pendulum-v1_1", "Pendulum-v1", Q_CONTINUOUS),
+    ("sac/MountainCarContinuous-v0_1", "MountainCarContinuous-v0", Q_CONTINUOUS),
+    ("ddpg/LunarLanderContinuous-v2_1", "LunarLanderContinuous-v3", Q_CONTINUOUS),
+    ("dqn/CartPole-v1_1", "CartPole-v1", Q_DISCRETE),
+    ("dqn/Acrobot-v1_1", "Acrobot-v1", Q_DISCRETE),
+    ("ppo/BipedalWalker-v3_1", "BipedalWalker-v3", VALUE_ONLY),
+    ("ppo/BipedalWalkerHardcore-v3_1", "BipedalWalkerHardcore-v3", VALUE_ONLY),
+]
+
+
+def visited_states(expert, env_id: str, n: int, seed: int = 0, random_prob: float = 0.3) -> np.ndarray:
+    """States visited by the expert with some random actions mixed in (so not only on-expert states)."""
+    env = gym.make(env_id)
+    rng = np.random.default_rng(seed)
+    env.action_space.seed(seed)
+    obs, _ = env.reset(seed=seed)
+    states = []
+    while len(states) < n:
+        states.append(obs)
+        action = env.action_space.sample() if rng.random() < random_prob else expert.predict(obs[None])[0][0]
+        obs, _, terminated, truncated, _ = env.step(action)
+        if terminated or truncated:
+            obs, _ = env.reset()
+    return np.asarray(states, dtype=np.float32)
+
+
+@pytest.mark.parametrize("folder,env_id,kind", EXPERTS)
+def test_every_shared_expert_loads_and_fits_its_env(folder: str, env_id: str, kind: str) -> None:
+    expert = load_expert(shared_expert(folder))
+    env = gym.make(env_id)
+    expert.check_spaces(env.observation_space, env.action_space)
+    assert expert.kind == kind
+    obs, _ = env.reset(seed=0)
+    action, _ = expert.predict(obs[None])
+    assert env.action_space.contains(action[0].astype(env.action_space.dtype))
+
+
+def test_hopper_expert_loads_and_names_its_wrapper() -> None:
+    expert = load_expert(shared_expert("ddpg/HopperBulletEnv-v0_1"))
+    assert expert.kind == Q_CONTINUOUS and expert.algo_name == "ddpg"
+    assert expert.env_wrapper == "sb3_contrib.common.wrappers.TimeFeatureWrapper"
+    assert expert.observation_space.shape == (16,)  # 15 + the time feature
+
+
+@pytest.mark.parametrize("folder,env_id,kind", [e for e in EXPERTS if e[2] != VALUE_ONLY])
+def test_q_star_prefers_the_expert_action(folder: str, env_id: str, kind: str) -> None:
+    """On most states Q*(s, expert action) >= the mean of Q* over random actions."""
+    expert = load_expert(shared_expert(folder))
+    states = visited_states(expert, env_id, 300)
+    obs = expert.obs_tensor(states)
+    expert_actions = expert.predict(states)[0]
+    if kind == Q_DISCRETE:
+        q = expert.q_all(obs)
+        q_expert = q.gather(1, th.as_tensor(expert_actions, dtype=th.long).reshape(-1, 1)).squeeze(1)
+        q_random = q.mean(dim=1)
+    else:
+        space = expert.action_space
+        q_expert = expert.q_values(obs, th.as_tensor(expert_actions, dtype=th.float32))
+        random_actions = th.as_tensor(
+            np.random.default_rng(0).uniform(space.low, space.high, size=(16, len(states), *space.shape)), dtype=th.float32
+        )
+        q_random = expert.q_values(obs, random_actions).mean(dim=0)
+    fraction = (q_expert >= q_random).float().mean().item()
+    assert fraction >= 0.8, f"{folder}: Q*(s, expert action) >= mean random Q* on only {fraction:.0%} of states"
+
+
+def _trusted_custom_objects(env_id: str) -> dict:
+    env = gym.make(env_id)
+    schedule = ConstantSchedule(0.0)
+    return {
+        "observation_space": env.observation_space,
+        "action_space": env.action_space,
+        "learning_rate": 0.0,
+        "lr_schedule": schedule,
+        "exploration_schedule": schedule,
+        "clip_range": schedule,
+    }
+
+
+@pytest.mark.parametrize(
+    "folder,env_id,algo",
+    [
+        ("sac/Pendulum-v1_1", "Pendulum-v1", SAC),
+        ("ddpg/LunarLanderContinuous-v2_1", "LunarLanderContinuous-v3", DDPG),
+        ("dqn/CartPole-v1_1", "CartPole-v1", DQN),
+    ],
+)
+def test_safe_load_matches_a_trusted_load(folder: str, env_id: str, algo: type) -> None:
+    path = shared_expert(folder)
+    expert = load_expert(path)
+    extra = {"buffer_size": 1}
+    trusted = algo.load(next(path.glob("*.zip")), custom_objects=_trusted_custom_objects(env_id), device="cpu", **extra)
+    states = visited_states(expert, env_id, 64)
+    np.testing.assert_array_equal(trusted.predict(states, deterministic=True)[0], expert.predict(states)[0])
+    obs = th.as_tensor(states)
+    if algo is DQN:
+        th.testing.assert_close(trusted.policy.q_net(obs), expert.q_all(obs), rtol=0, atol=0)
+    else:
+        actions = th.as_tensor(np.random.default_rng(1).uniform(-1, 1, (64, *expert.action_space.shape)), dtype=th.float32)
+        env_actions = th.as_tensor(trusted.policy.unscale_action(actions.numpy()))
+        trusted_q = th.min(th.cat(trusted.policy.critic(obs, actions), dim=1), dim=1).values
+        th.testing.assert_close(trusted_q, expert.q_values(obs, env_actions), rtol=1e-6, atol=1e-5)
+
+
+def test_pendulum_critic_receives_scaled_actions() -> None:
+    """Pendulum's actions are in [-2, 2]: the critic must see them scaled to [-1, 1] (a 2x error otherwise)."""
+    expert = load_expert(shared_expert("sac/Pendulum-v1_1"))
+    seen = []
+    critic = expert.policy.critic
+    original = critic.forward
+
+    def recording(obs, actions):
+        seen.append(actions.clone())
+        return original(obs, actions)
+
+    critic.forward = recording
+    try:
+        obs = expert.obs_tensor(np.zeros((3, 3), dtype=np.float32))
+        expert.q_values(obs, th.tensor([[-2.0], [2.0], [5.0]]))
+    finally:
+        critic.forward = original
+    th.testing.assert_close(seen[0], th.tensor([[-1.0], [1.0], [1.0]]))
+
+
+def test_vecnormalize_statistics_are_applied() -> None:
+    """The PPO BipedalWalker expert only walks with its own observation normalisation."""
+    expert = load_expert(shared_expert("ppo/BipedalWalker-v3_1"))
+    assert expert.obs_normalization is not None
+    rms, clip, _ = expert.obs_normalization
+    assert rms.mean.shape == (24,) and clip == 10.0
+    env = gym.make("BipedalWalker-v3")
+    obs, _ = env.reset(seed=0)
+    total, done = 0.0, False
+    while not done:
+        obs, reward, terminated, truncated, _ = env.step(expert.predict(obs[None])[0][0])
+        total += float(reward)
+        done = terminated or truncated
+    assert total > 250, f"the normalised PPO expert should walk (~300), got {total:.1f}"
+    value = expert.value(expert.obs_tensor(obs[None]))
+    assert value.shape == (1,)
+
+
+def test_space_mismatch_names_both_spaces() -> None:
+    expert = load_expert(shared_expert("sac/Pendulum-v1_1"))
+    env = gym.make("MountainCarContinuous-v0")
+    with pytest.raises(ValueError, match=r"expert observation space Box\(shape=\(3,\).*environment observation space Box\(shape=\(2,\)"):
+        expert.check_spaces(env.observation_space, env.action_space)
+
+
+def test_bad_references_fail_clearly(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="does not exist"):
+        load_expert(tmp_path / "nope.zip")
+    with pytest.raises(ValueError, match="Hugging Face Hub id"):
+        load_expert("sb3/sac-Pendulum-v1")
+    with pytest.raises(ValueError, match="holds no .zip"):
+        load_expert(tmp_path)
+    not_a_zip = tmp_path / "model.txt"
+    not_a_zip.write_text("x")
+    with pytest.raises(ValueError, match="neither a folder nor a .zip"):
+        load_expert(not_a_zip)
+    with pytest.raises(TypeError, match="must be a path"):
+        load_expert(3)  # type: ignore[arg-type]
+
+
+# ---------------------------------------------------------------------- malicious checkpoints
+class _Payload:
+    """Unpickling this creates a marker file: the test fails if it ever exists."""
+
+    def __init__(self, marker: Path):
+        self.marker = marker
+
+    def __reduce__(self):
+        return (exec, (f"open({str(self.marker)!r}, 'w').write('pwned')",))
+
+
+def _copy_expert(tmp_path: Path) -> Path:
+    source = shared_expert("sac/Pendulum-v1_1")
+    target = tmp_path / "sac" / "Pendulum-v1_1"
+    shutil.copytree(source, target)
+    return target
+
+
+def _rewrite_data(zip_path: Path, change) -> None:
+    with zipfile.ZipFile(zip_path) as archive:
+        entries = {name: archive.read(name) for name in archive.namelist()}
+    data = json.loads(entries["data"])
+    change(data)
+    entries["data"] = json.dumps(data).encode()
+    with zipfile.ZipFile(zip_path, "w") as archive:
+        for name, content in entries.items():
+            archive.writestr(name, content)
+
+
+def _serialized(obj, type_name: str) -> dict:
+    return {":type:": type_name, ":serialized:": base64.b64encode(pickle.dumps(obj)).decode()}
+
+
+@pytest.mark.parametrize("key,type_name", [("lr_schedule", "<class 'function'>"), ("poison", "<class 'int'>"), ("_last_obs", "<class 'numpy.ndarray'>")])
+def test_poisoned_zip_entries_never_run(tmp_path: Path, key: str, type_name: str) -> None:
+    folder = _copy_expert(tmp_path)
+    marker = tmp_path / "marker"
+    _rewrite_data(folder / "Pendulum-v1.zip", lambda data: data.__setitem__(key, _serialized(_Payload(marker), type_name)))
+    with pytest.raises(UnsafeObjectError, match=rf"Pendulum-v1.zip \[data: {key}\].*builtins.exec"):
+        load_expert(folder)
+    assert not marker.exists()
+
+
+def test_poison_is_real_under_a_plain_sb3_load(tmp_path: Path) -> None:
+    """Guards the test above: the same poisoned entry does run under SB3's own (trusting) load."""
+    folder = _copy_expert(tmp_path)
+    marker = tmp_path / "marker"
+    _rewrite_data(folder / "Pendulum-v1.zip", lambda data: data.__setitem__("poison", _serialized(_Payload(marker), "<class 'int'>")))
+    custom = _trusted_custom_objects("Pendulum-v1")
+    SAC.load(folder / "Pendulum-v1.zip", custom_objects=custom, buffer_size=1, device="cpu")
+    assert marker.exists()
+
+
+def test_poisoned_policy_class_is_refused(tmp_path: Path) -> None:
+    folder = _copy_expert(tmp_path)
+    marker = tmp_path / "marker"
+    _rewrite_data(folder / "Pendulum-v1.zip", lambda data: data.__setitem__("policy_class", _serialized(_Payload(marker), "<class 'abc.ABCMeta'>")))
+    with pytest.raises(UnsafeObjectError, match="refused policy class builtins.exec"):
+        load_expert(folder)
+    assert not marker.exists()
+
+
+def test_poisoned_vecnormalize_is_refused(tmp_path: Path) -> None:
+    folder = _copy_expert(tmp_path)
+    marker = tmp_path / "marker"
+    (folder / "Pendulum-v1" / "vecnormalize.pkl").write_bytes(pickle.dumps(_Payload(marker)))
+    with pytest.raises(UnsafeObjectError, match=r"vecnormalize.pkl: refused to load builtins.exec"):
+        load_expert(folder)
+    assert not marker.exists()
+
+
+def test_poisoned_config_is_refused(tmp_path: Path) -> None:
+    folder = _copy_expert(tmp_path)
+    marker = tmp_path / "marker"
+    config = folder / "Pendulum-v1" / "config.yml"
+    config.write_text(f"!!python/object/apply:os.system ['touch {marker}']\n")
+    with pytest.raises(UnsafeObjectError, match=r"config.yml: refused YAML object"):
+        load_expert(folder)
+    assert not marker.exists()
+
+
+def test_zoo_config_ordered_dict_is_read() -> None:
+    expert = load_expert(shared_expert("dqn/CartPole-v1_1"))
+    assert expert.config["policy_kwargs"] == "dict(net_arch=[256, 256])"
+    assert expert.config["n_timesteps"] == 50000.0
+
+
+def test_loading_does_not_import_gym() -> None:
+    load_expert(shared_expert("sac/Pendulum-v1_1"))
+    assert "gym" not in [name.split(".")[0] for name in list(os.sys.modules)]

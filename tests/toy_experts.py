@@ -1,0 +1,66 @@
+"""Experts with known, hand-written Q-functions for exact tests of AggreVaTeD."""
+
+from __future__ import annotations
+
+import numpy as np
+import torch as th
+from gymnasium import spaces
+
+from sb3ext.common.experts import Q_CONTINUOUS, Q_DISCRETE, Expert
+
+
+class QuadraticExpert(Expert):
+    """Q*(s, a) = -||a - a*(s)||^2 with a*(s) = target (a constant action in env units)."""
+
+    def __init__(self, observation_space: spaces.Box, action_space: spaces.Box, target: np.ndarray):
+        self.observation_space = observation_space
+        self.action_space = action_space
+        self.target = th.as_tensor(target, dtype=th.float32)
+        self.kind = Q_CONTINUOUS
+        self.source = "quadratic-toy"
+        self.algo_name = "toy"
+        self.config = {}
+        self.obs_normalization = None
+        self.device = th.device("cpu")
+        self.critic_inputs: list[th.Tensor] = []
+
+    @property
+    def ent_coef(self) -> None:
+        return None
+
+    def act(self, expert_obs: np.ndarray) -> np.ndarray:
+        return np.repeat(self.target.numpy()[None], len(expert_obs), axis=0)
+
+    def q_values(self, obs: th.Tensor, actions: th.Tensor) -> th.Tensor:
+        self.critic_inputs.append(actions.detach().clone())
+        low = th.as_tensor(self.action_space.low)
+        high = th.as_tensor(self.action_space.high)
+        return -((actions.clamp(low, high) - self.target) ** 2).sum(dim=-1)
+
+    def q_spread(self, obs: th.Tensor, actions: th.Tensor) -> th.Tensor:
+        return th.zeros(actions.shape[:-1])
+
+
+class TableExpert(Expert):
+    """Discrete expert with Q*(s, .) = fixed vector ``q`` for every state."""
+
+    def __init__(self, observation_space: spaces.Box, action_space: spaces.Discrete, q: np.ndarray):
+        self.observation_space = observation_space
+        self.action_space = action_space
+        self.q = th.as_tensor(q, dtype=th.float32)
+        self.kind = Q_DISCRETE
+        self.source = "table-toy"
+        self.algo_name = "toy"
+        self.config = {}
+        self.obs_normalization = None
+        self.device = th.device("cpu")
+
+    @property
+    def ent_coef(self) -> None:
+        return None
+
+    def act(self, expert_obs: np.ndarray) -> np.ndarray:
+        return np.full(len(expert_obs), int(self.q.argmax()))
+
+    def q_all(self, obs: th.Tensor) -> th.Tensor:
+        return self.q.expand(len(obs), -1)
