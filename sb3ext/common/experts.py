@@ -103,6 +103,7 @@ def _value_type_allow_list() -> dict[tuple[str, str], Any]:
         "stable_baselines3.common.torch_layers": ["FlattenExtractor", "NatureCNN", "CombinedExtractor"],
         "stable_baselines3.common.noise": ["NormalActionNoise", "OrnsteinUhlenbeckActionNoise", "VectorizedActionNoise"],
         "stable_baselines3.common.type_aliases": ["TrainFreq", "TrainFrequencyUnit"],
+        "stable_baselines3.common.utils": ["ConstantSchedule", "FloatSchedule", "LinearSchedule"],
         "stable_baselines3.common.buffers": ["ReplayBuffer", "DictReplayBuffer", "RolloutBuffer", "DictRolloutBuffer"],
     }.items():
         module = importlib.import_module(module_name)

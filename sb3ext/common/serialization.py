@@ -10,7 +10,6 @@
 
 from __future__ import annotations
 
-import collections
 import io
 import pickle
 import pickletools
@@ -70,6 +69,8 @@ _NUMPY = {
     ("numpy", "dtype"),
     ("numpy.core.multiarray", "_reconstruct"),
     ("numpy._core.multiarray", "_reconstruct"),
+    ("numpy.core.numeric", "_frombuffer"),
+    ("numpy._core.numeric", "_frombuffer"),
     ("numpy.core.multiarray", "scalar"),
     ("numpy._core.multiarray", "scalar"),
     ("numpy", "float32"),
@@ -102,13 +103,26 @@ class RestrictedUnpickler(pickle.Unpickler):
             return super().find_class(module.replace("numpy.core.", "numpy._core."), name)
         if module.startswith(("gym.spaces", "gymnasium.spaces")) and name in _SPACES:
             return _gymnasium_space(name)
-        if key == ("numpy.random._pickle", "__randomstate_ctor"):
-            return _randomstate_ctor
+        if module == "numpy.random" or module.startswith("numpy.random."):
+            return _randomstate_ctor  # a space's RNG (Generator, bit generator, seed sequence) is not needed
         raise UnsafeObjectError(f"{self.source}: refused to load {module}.{name} (not on sb3ext's allow-list)")
 
 
 def restricted_loads(data: bytes, source: str, extra: dict[tuple[str, str], Any] | None = None) -> Any:
-    return RestrictedUnpickler(io.BytesIO(data), source, extra).load()
+    loaded = RestrictedUnpickler(io.BytesIO(data), source, extra).load()
+    _reset_space_rngs(loaded)
+    return loaded
+
+
+def _reset_space_rngs(obj: Any) -> None:
+    """Give unpickled gymnasium spaces a fresh RNG (created lazily) instead of the opaque stand-in."""
+    import gymnasium.spaces
+
+    if isinstance(obj, gymnasium.spaces.Space):
+        if isinstance(getattr(obj, "_np_random", None), _Opaque):
+            obj._np_random = None
+        for child in getattr(obj, "spaces", {}).values() if isinstance(obj, gymnasium.spaces.Dict) else getattr(obj, "spaces", ()):
+            _reset_space_rngs(child)
 
 
 def pickle_globals(data: bytes) -> list[tuple[str, str]]:
@@ -138,4 +152,4 @@ def pickle_globals(data: bytes) -> list[tuple[str, str]]:
     return found
 
 
-__all__ = ["UnsafeObjectError", "RestrictedUnpickler", "restricted_loads", "pickle_globals", "safe_yaml_load", "collections"]
+__all__ = ["UnsafeObjectError", "RestrictedUnpickler", "restricted_loads", "pickle_globals", "safe_yaml_load"]

@@ -473,7 +473,7 @@ class AggreVaTeD(PPO):
         return data
 
     def _policy_loss(self, data: dict[str, Any], idx: th.Tensor, obs: th.Tensor, clip_range: float) -> dict[str, th.Tensor]:
-        """Clipped surrogate on the scored samples of the states ``idx`` (eq. 6-8 with PPO's clip)."""
+        """PPO-clipped surrogate of the AggreVaTeD objective on the scored samples of the states ``idx``."""
         distribution = self.policy.get_distribution(obs)
         torch_dist = distribution.distribution
         if isinstance(self.action_space, spaces.Discrete):

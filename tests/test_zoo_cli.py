@@ -1,0 +1,220 @@
+"""The unmodified rl-zoo3 CLI on sb3ext, from packages installed in fresh virtual environments.
+
+Each fresh venv gets sb3ext only (``pip install --no-deps``, wheel or editable); its dependencies
+come from the test interpreter's site-packages through a path line in a ``.pth`` file, so the
+test takes seconds and needs no network. Commands run from a temporary folder, never from the
+source tree, so only the installed package can be imported.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import site
+import subprocess
+import sys
+import time
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from sb3ext.common.serialization import safe_yaml_load
+from tests.conftest import ROOT, shared_expert
+
+PENDULUM_EXPERT = "sac/Pendulum-v1_1"
+
+
+class FreshVenv:
+    def __init__(self, path: Path, mode: str):
+        self.path = path
+        self.mode = mode
+        self.python = path / "bin" / "python"
+        self.site_packages = path / "lib" / f"python{sys.version_info.major}.{sys.version_info.minor}" / "site-packages"
+
+    def run(self, *args: str, cwd: Path, timeout: float = 600, check: bool = True) -> subprocess.CompletedProcess:
+        env = {k: v for k, v in os.environ.items() if k not in {"PYTHONPATH", "VIRTUAL_ENV"}}
+        env["PYTHONUNBUFFERED"] = "1"
+        result = subprocess.run(
+            [str(self.python), *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout
+        )
+        if check and result.returncode != 0:
+            raise AssertionError(f"{' '.join(args)} failed ({result.returncode}):\n{result.stdout[-4000:]}\n{result.stderr[-4000:]}")
+        return result
+
+    def popen(self, *args: str, cwd: Path, stdout) -> subprocess.Popen:
+        env = {k: v for k, v in os.environ.items() if k not in {"PYTHONPATH", "VIRTUAL_ENV"}}
+        env["PYTHONUNBUFFERED"] = "1"
+        return subprocess.Popen([str(self.python), *args], cwd=cwd, env=env, stdout=stdout, stderr=subprocess.STDOUT)
+
+
+def make_fresh_venv(base: Path, mode: str) -> FreshVenv:
+    venv = FreshVenv(base / f"venv-{mode}", mode)
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv.path)], check=True)
+    # Dependencies (and pip/setuptools) from this interpreter's site-packages: a path line, not a site dir,
+    # so *its* .pth files (an sb3ext install there included) are not processed.
+    deps = [p for p in site.getsitepackages() if Path(p).is_dir()]
+    (venv.site_packages / "_sb3ext_test_deps.pth").write_text("\n".join(deps) + "\n")
+    target = ["-e", str(ROOT)] if mode == "editable" else [str(ROOT)]
+    venv.run("-m", "pip", "install", "--no-deps", "--no-build-isolation", "--no-index", "-q", *target, cwd=base)
+    return venv
+
+
+@pytest.fixture(scope="module")
+def wheel_venv(tmp_path_factory) -> FreshVenv:
+    return make_fresh_venv(tmp_path_factory.mktemp("fresh-wheel"), "wheel")
+
+
+@pytest.fixture(scope="module")
+def editable_venv(tmp_path_factory) -> FreshVenv:
+    return make_fresh_venv(tmp_path_factory.mktemp("fresh-editable"), "editable")
+
+
+@pytest.fixture(params=["wheel", "editable"])
+def fresh_venv(request) -> FreshVenv:
+    """Both install modes: ``pip install .`` and ``pip install -e .``."""
+    return request.getfixturevalue(f"{request.param}_venv")
+
+
+def test_install_puts_only_a_light_hook_at_interpreter_start(fresh_venv: FreshVenv, tmp_path: Path) -> None:
+    assert (fresh_venv.site_packages / "sb3ext-zoo.pth").is_file()
+    probe = (
+        "import sys; "
+        "print(any(type(f).__name__ == 'ZooImportHook' for f in sys.meta_path), "
+        "'torch' in sys.modules, 'rl_zoo3' in sys.modules, 'gymnasium' in sys.modules)"
+    )
+    assert fresh_venv.run("-c", probe, cwd=tmp_path).stdout.split() == ["True", "False", "False", "False"]
+    located = fresh_venv.run("-c", "import sb3ext, sb3ext.zoo as z; print(sb3ext.__file__); print(z.hyperparams_path('aggrevated'))", cwd=tmp_path)
+    package_file, yaml_file = located.stdout.split()
+    if fresh_venv.mode == "wheel":
+        assert package_file.startswith(str(fresh_venv.site_packages))
+        assert yaml_file.startswith(str(fresh_venv.site_packages))  # shipped inside the wheel
+    else:
+        assert package_file.startswith(str(ROOT))
+    registered = fresh_venv.run("-c", "from rl_zoo3.utils import ALGOS; print(ALGOS['aggrevated'].__name__)", cwd=tmp_path)
+    assert registered.stdout.strip() == "AggreVaTeD"
+
+
+def test_train_enjoy_continue_through_the_zoo(fresh_venv: FreshVenv, tmp_path: Path) -> None:
+    expert = shared_expert(PENDULUM_EXPERT)
+    common = ["--algo", "aggrevated", "--env", "Pendulum-v1", "-f", "logs", "--seed", "1", "--hyperparams", f"expert:'{expert}'"]
+    train = fresh_venv.run("-m", "rl_zoo3.train", *common, "-n", "2048", "-P", "--eval-freq", "-1", cwd=tmp_path)
+    assert re.search(r"Loading hyperparameters from: .*aggrevated\.yml", train.stdout)
+    assert "2,048/2,048" in train.stdout or "100%" in train.stdout, "the -P progress bar should be shown"
+    run_dir = tmp_path / "logs" / "aggrevated" / "Pendulum-v1_1"
+    assert (run_dir / "Pendulum-v1.zip").is_file()
+    saved = safe_yaml_load((run_dir / "Pendulum-v1" / "config.yml").read_text())
+    assert saved["expert"] == str(expert)
+
+    enjoy = fresh_venv.run(
+        "-m", "rl_zoo3.enjoy", "--algo", "aggrevated", "--env", "Pendulum-v1", "-f", "logs", "--exp-id", "1",
+        "-n", "400", "--no-render", "--deterministic", cwd=tmp_path,
+    )  # fmt: skip
+    assert "Episode Reward" in enjoy.stdout
+
+    fresh_venv.run(
+        "-m", "rl_zoo3.train", *common, "-n", "512", "--eval-freq", "-1",
+        "-i", str(run_dir / "Pendulum-v1.zip"), cwd=tmp_path,
+    )  # fmt: skip
+    iterations = fresh_venv.run(
+        "-c",
+        "import sys; from sb3ext.algos.aggrevated import AggreVaTeD; "
+        "print(*(AggreVaTeD.load(p).imitation_iterations for p in sys.argv[1:]))",
+        str(run_dir / "Pendulum-v1.zip"),
+        str(tmp_path / "logs" / "aggrevated" / "Pendulum-v1_2" / "Pendulum-v1.zip"),
+        cwd=tmp_path,
+    )
+    first, continued = map(int, iterations.stdout.split())
+    assert first == 2048 // 64 and continued == first + 512 // 64, "-i continues the imitation schedule"
+
+
+def test_record_video_headless(wheel_venv: FreshVenv, tmp_path: Path) -> None:
+    fresh_venv = wheel_venv
+    expert = shared_expert(PENDULUM_EXPERT)
+    fresh_venv.run(
+        "-m", "rl_zoo3.train", "--algo", "aggrevated", "--env", "Pendulum-v1", "-f", "logs", "-n", "256",
+        "--eval-freq", "-1", "--hyperparams", f"expert:'{expert}'", cwd=tmp_path,
+    )  # fmt: skip
+    fresh_venv.run(
+        "-m", "rl_zoo3.record_video", "--algo", "aggrevated", "--env", "Pendulum-v1", "-f", "logs",
+        "--exp-id", "1", "-n", "50", cwd=tmp_path, timeout=300,
+    )  # fmt: skip
+    videos = list((tmp_path / "logs" / "aggrevated" / "Pendulum-v1_1" / "videos").glob("*.mp4"))
+    assert videos and videos[0].stat().st_size > 1000
+
+
+@pytest.mark.parametrize(
+    "hyperparams,expected",
+    [
+        (["expert:'/nonexistent/expert.zip'"], "ValueError: Expert path '/nonexistent/expert.zip' does not exist"),
+        ([], "ValueError: Expert 'sb3/sac-Pendulum-v1' is not a local file or folder. It looks like a Hugging Face Hub id"),
+        (["expert:None"], "ValueError: AggreVaTeD needs an expert to learn"),
+        (["n_action_sample:4"], "TypeError: AggreVaTeD: unknown hyperparameter(s) 'n_action_sample' (did you mean 'n_action_samples'?)"),
+        (["expert:'@CARTPOLE@'"], "ValueError: Expert @CARTPOLE@ does not fit this environment: expert observation space Box(shape=(4,)"),
+    ],
+)
+def test_bad_input_fails_fast_with_one_clear_line(wheel_venv: FreshVenv, tmp_path: Path, hyperparams, expected: str) -> None:
+    fresh_venv = wheel_venv
+    cartpole = shared_expert("dqn/CartPole-v1_1/CartPole-v1.zip")
+    hyperparams = [h.replace("@CARTPOLE@", str(cartpole)) for h in hyperparams]
+    expected = expected.replace("@CARTPOLE@", str(cartpole))
+    args = ["-m", "rl_zoo3.train", "--algo", "aggrevated", "--env", "Pendulum-v1", "-f", "logs", "-n", "64", "--eval-freq", "-1"]
+    if hyperparams:
+        args += ["--hyperparams", *hyperparams]
+    start = time.perf_counter()
+    result = fresh_venv.run(*args, cwd=tmp_path, check=False)
+    assert result.returncode != 0
+    last_line = result.stderr.strip().splitlines()[-1]
+    assert last_line.startswith(expected), last_line
+    assert time.perf_counter() - start < 60
+    assert not list((tmp_path / "logs").rglob("*.zip")), "nothing may be trained or saved"
+
+
+def test_sigkill_resumes_from_the_last_checkpoint(wheel_venv: FreshVenv, tmp_path: Path) -> None:
+    fresh_venv = wheel_venv
+    expert = shared_expert(PENDULUM_EXPERT)
+    save_freq = 512
+    common = ["--algo", "aggrevated", "--env", "Pendulum-v1", "-f", "logs", "--eval-freq", "-1", "--hyperparams", f"expert:'{expert}'"]
+    run_dir = tmp_path / "logs" / "aggrevated" / "Pendulum-v1_1"
+    with open(tmp_path / "train.log", "w") as log:
+        process = fresh_venv.popen("-m", "rl_zoo3.train", *common, "-n", "100000", "--save-freq", str(save_freq), cwd=tmp_path, stdout=log)
+        deadline = time.time() + 300
+        while len(list(run_dir.glob("rl_model_*_steps.zip"))) < 3:
+            assert process.poll() is None, (tmp_path / "train.log").read_text()[-3000:]
+            assert time.time() < deadline, "no checkpoints within 300 s"
+            time.sleep(0.2)
+        time.sleep(0.7)  # kill somewhere between two checkpoints
+        process.send_signal(signal.SIGKILL)
+        process.wait()
+    assert process.returncode == -signal.SIGKILL
+    logged = [int(v) for v in re.findall(r"total_timesteps\s*\|\s*(\d+)", (tmp_path / "train.log").read_text())]
+    checkpoints = sorted(run_dir.glob("rl_model_*_steps.zip"), key=lambda p: int(p.stem.split("_")[2]))
+    latest = checkpoints[-1]
+    saved_steps = int(latest.stem.split("_")[2])
+    assert max(logged) - saved_steps <= save_freq, "at most one checkpoint interval may be lost"
+    with zipfile.ZipFile(latest) as archive:
+        assert archive.testzip() is None
+    fresh_venv.run("-m", "rl_zoo3.train", *common, "-n", "256", "-i", str(latest), cwd=tmp_path)
+    resumed = tmp_path / "logs" / "aggrevated" / "Pendulum-v1_2" / "Pendulum-v1.zip"
+    out = fresh_venv.run(
+        "-c",
+        "import sys; from sb3ext.algos.aggrevated import AggreVaTeD; "
+        "print(*(AggreVaTeD.load(p).imitation_iterations for p in sys.argv[1:]))",
+        str(latest),
+        str(resumed),
+        cwd=tmp_path,
+    )
+    at_checkpoint, after_resume = map(int, out.stdout.split())
+    # CheckpointCallback fires on the last env step of a roll-in, before that roll-in's update
+    assert at_checkpoint == saved_steps // 64 - 1
+    assert after_resume == at_checkpoint + 256 // 64
+
+
+def test_uninstall_removes_the_plugin(tmp_path: Path) -> None:
+    venv = make_fresh_venv(tmp_path, "wheel")
+    venv.run("-m", "pip", "uninstall", "-y", "-q", "sb3ext", cwd=tmp_path)
+    assert not (venv.site_packages / "sb3ext-zoo.pth").exists()
+    result = venv.run("-m", "rl_zoo3.train", "--algo", "aggrevated", "--env", "Pendulum-v1", cwd=tmp_path, check=False)
+    assert result.returncode == 2 and "invalid choice: 'aggrevated'" in result.stderr
+    assert "ppo" in venv.run("-c", "from rl_zoo3.utils import ALGOS; print(list(ALGOS))", cwd=tmp_path).stdout
