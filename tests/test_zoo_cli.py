@@ -94,6 +94,16 @@ def test_install_puts_only_a_light_hook_at_interpreter_start(fresh_venv: FreshVe
         assert package_file.startswith(str(ROOT))
     registered = fresh_venv.run("-c", "from rl_zoo3.utils import ALGOS; print(ALGOS['aggrevated'].__name__)", cwd=tmp_path)
     assert registered.stdout.strip() == "AggreVaTeD"
+    embedded = fresh_venv.run(
+        "-c",
+        "from sb3ext.demo import EMBEDDED_EXPERT; from sb3ext.common.experts import load_expert; "
+        "e = load_expert(EMBEDDED_EXPERT); print(e.algo_name, e.source)",
+        cwd=tmp_path,
+    )
+    algo_name, source = embedded.stdout.split()
+    assert algo_name == "sac"
+    if fresh_venv.mode == "wheel":
+        assert source.startswith(str(fresh_venv.site_packages)), "the expert ships inside the wheel"
 
 
 def test_train_enjoy_continue_through_the_zoo(fresh_venv: FreshVenv, tmp_path: Path) -> None:
