@@ -277,3 +277,51 @@ def test_zoo_config_ordered_dict_is_read() -> None:
 def test_loading_does_not_import_gym() -> None:
     load_expert(shared_expert("sac/Pendulum-v1_1"))
     assert "gym" not in [name.split(".")[0] for name in list(os.sys.modules)]
+
+
+# ---------------------------------------------------------------------- experts the tests make themselves
+def _small_expert(algo_name: str, tmp_path: Path):
+    """A few hundred steps of a current SB3 / sb3-contrib algorithm, saved in the zoo layout."""
+    from sb3_contrib import QRDQN, TQC
+    from stable_baselines3 import A2C, TD3
+
+    algos = {"td3": (TD3, "Pendulum-v1"), "tqc": (TQC, "Pendulum-v1"), "qrdqn": (QRDQN, "CartPole-v1"), "a2c": (A2C, "CartPole-v1")}
+    cls, env_id = algos[algo_name]
+    kwargs = {"policy_kwargs": {"net_arch": [16, 16]}, "seed": 0}
+    if algo_name in {"td3", "tqc", "qrdqn"}:
+        kwargs.update(learning_starts=50, buffer_size=1000)
+    model = cls("MlpPolicy", env_id, **kwargs)
+    model.learn(200)
+    folder = tmp_path / algo_name / f"{env_id}_1"
+    (folder / env_id).mkdir(parents=True)
+    model.save(folder / f"{env_id}.zip")
+    (folder / env_id / "config.yml").write_text("policy: MlpPolicy\nn_timesteps: 200\n")
+    return model, folder, env_id
+
+
+@pytest.mark.parametrize("algo_name", ["td3", "tqc", "qrdqn", "a2c"])
+def test_self_made_experts_load_safely_and_answer(algo_name: str, tmp_path: Path) -> None:
+    model, folder, env_id = _small_expert(algo_name, tmp_path)
+    expert = load_expert(folder)
+    assert expert.algo_name == algo_name
+    states = np.stack([gym.make(env_id).observation_space.sample() for _ in range(32)]).astype(np.float32)
+    np.testing.assert_array_equal(model.predict(states, deterministic=True)[0], expert.predict(states)[0])
+    obs = th.as_tensor(states)
+    with th.no_grad():
+        if algo_name == "td3":
+            actions = th.rand(32, 1) * 4 - 2
+            q1, q2 = model.policy.critic(obs, actions / 2)
+            th.testing.assert_close(expert.q_values(obs, actions), th.min(q1, q2).flatten())
+        elif algo_name == "tqc":
+            actions = th.rand(32, 1) * 4 - 2
+            quantiles = model.policy.critic(obs, actions / 2)  # (B, n_critics, n_quantiles)
+            th.testing.assert_close(expert.q_values(obs, actions), quantiles.mean(dim=(1, 2)))
+            assert expert.q_spread(obs, actions).shape == (32,)
+        elif algo_name == "qrdqn":
+            th.testing.assert_close(expert.q_all(obs), model.policy.quantile_net(obs).mean(dim=1))
+            assert expert.kind == Q_DISCRETE
+        else:
+            th.testing.assert_close(expert.value(obs), model.policy.predict_values(obs).flatten())
+            assert expert.kind == VALUE_ONLY
+            with pytest.raises(TypeError, match="no Q"):
+                expert.q_all(obs)

@@ -152,7 +152,13 @@ def _safe_custom_objects(zip_path: Path) -> tuple[dict[str, Any], type[BasePolic
             custom[key] = restricted_loads(raw, source, value_types)
     if policy_entry is None:
         raise ValueError(f"{zip_path}: no policy_class in the checkpoint")
-    return custom, policy_entry[0], policy_entry[1], data
+    policy_class, algo_class = policy_entry
+    if issubclass(algo_class, (PPO, A2C)) or algo_class.__name__ == "TRPO":
+        # PPO, A2C and TRPO share ActorCriticPolicy: tell them apart by their own hyperparameters
+        from sb3_contrib import TRPO
+
+        algo_class = TRPO if "cg_max_steps" in data else PPO if "clip_range" in data else A2C
+    return custom, policy_class, algo_class, data
 
 
 @dataclass
