@@ -153,7 +153,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"      {step:>9d} | {mean:>9.1f} | {expert_stats[0]:>8.1f} | {closed:6.1f} %")
     reached = first_crossing(steps, means, threshold)
     verdict = f"after {reached} env steps" if reached is not None else f"not within {args.timesteps} env steps"
-    print(f"      90% of the way from random ({random_return:.0f}) to expert ({expert_stats[0]:.0f}) = {threshold:.0f}: {verdict}")
+    print(
+        f"      90% of the way from random ({random_return:.0f}) to expert ({expert_stats[0]:.0f}) = {threshold:.0f}: "
+        f"{verdict}"
+    )
 
     print("[4/4] Writing results")
     stem = f"aggrevated_{args.env.replace('/', '_')}"
@@ -161,7 +164,16 @@ def main(argv: list[str] | None = None) -> int:
         writer = csv.writer(handle)
         writer.writerow(["env_steps", "learner_mean", "learner_std", "expert_mean", "expert_std", "random_mean"])
         for step, mean, std in zip(steps, means, stds):
-            writer.writerow([int(step), f"{mean:.2f}", f"{std:.2f}", f"{expert_stats[0]:.2f}", f"{expert_stats[1]:.2f}", f"{random_return:.2f}"])
+            writer.writerow(
+                [
+                    int(step),
+                    f"{mean:.2f}",
+                    f"{std:.2f}",
+                    f"{expert_stats[0]:.2f}",
+                    f"{expert_stats[1]:.2f}",
+                    f"{random_return:.2f}",
+                ]
+            )
     plot(out / f"{stem}.png", args.env, steps, means, stds, expert_stats, random_return, threshold)
     model.save(out / f"{stem}_model.zip")
     print(f"      {out / (stem + '.png')}\n      {out / (stem + '.csv')}\n      {out / (stem + '_model.zip')}")

@@ -160,7 +160,9 @@ def throughput(env_id: str, repeats: int, steps: int) -> dict:
 DEFAULT_EXPERTS_FOR_THROUGHPUT = DEFAULT_EXPERTS
 
 
-def plot_task(out: Path, task: Task, results: list[dict], random_return: float, expert_return: float, threshold: float) -> None:
+def plot_task(
+    out: Path, task: Task, results: list[dict], random_return: float, expert_return: float, threshold: float
+) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -172,7 +174,9 @@ def plot_task(out: Path, task: Task, results: list[dict], random_return: float, 
     for algo in ("aggrevated", "ppo"):
         runs = [r for r in results if r["algo"] == algo]
         for i, run in enumerate(runs):
-            ax.plot(run["timesteps"], run["returns"], color=colors[algo], alpha=0.8, lw=1.2, label=labels[algo] if i == 0 else None)
+            ax.plot(
+                run["timesteps"], run["returns"], color=colors[algo], alpha=0.8, lw=1.2, label=labels[algo] if i == 0 else None
+            )
     ax.axhline(expert_return, color="tab:green", ls="--", label=f"expert ({expert_return:.0f})")
     ax.axhline(random_return, color="tab:red", ls=":", label=f"random ({random_return:.0f})")
     ax.axhline(threshold, color="gray", ls="-.", lw=0.8, label="threshold (90%)")
@@ -234,7 +238,11 @@ def main() -> None:
         writer.writeheader()
         writer.writerows(rows)
 
-    tput = [] if args.skip_throughput else [throughput(env_id, args.throughput_repeats, 4096) for env_id in ("Pendulum-v1", "CartPole-v1")]
+    tput = (
+        []
+        if args.skip_throughput
+        else [throughput(env_id, args.throughput_repeats, 4096) for env_id in ("Pendulum-v1", "CartPole-v1")]
+    )
     write_report(args, summary, rows, tput)
     print(f"Wrote {args.out / 'aggrevated.md'}")
 
@@ -278,7 +286,8 @@ def write_report(args: argparse.Namespace, summary: list, rows: list[dict], tput
         )
     lines += ["", "Per run (steps, fraction of later evaluations still above the threshold, final return, wall-clock "
               "of the whole zoo run including its evaluations):", "",
-              "| task | algo | seed | steps | held after | final return | wall-clock s |", "|---|---|---|---|---|---|---|"]  # fmt: skip
+              "| task | algo | seed | steps | held after | final return | wall-clock s |",
+              "|---|---|---|---|---|---|---|"]  # fmt: skip
     for row in rows:
         lines.append(
             f"| {row['env_id']} | {row['algo']} | {row['seed']} | {row['steps_to_threshold'] or '>' + str(row['budget'])} "

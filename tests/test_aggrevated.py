@@ -170,7 +170,7 @@ def test_aggregation_window_and_samples_take_effect() -> None:
     model.learn(16 * 5)
     assert model._aggregation.capacity == 3 * 16
     assert model.logger.name_to_value["train/aggregated_states"] == 48
-    data = model._score_states(th.zeros(7, 3), th.zeros(7, 3))
+    data, _ = model._score_states(th.zeros(7, 3), th.zeros(7, 3))
     assert data["actions"].shape == (5, 7, 1)
 
 
@@ -197,10 +197,12 @@ def test_per_state_normalization_scales_each_state() -> None:
     env = make_vec_env("CartPole-v1", n_envs=2, seed=0)
     expert = TableExpert(env.observation_space, env.action_space, np.array([0.0, 10.0]))
     on = AggreVaTeD("MlpPolicy", env, expert=expert, seed=0, per_state_normalization=True, normalize_advantage=False, **SMALL)
-    off = AggreVaTeD("MlpPolicy", env, expert=expert, seed=0, per_state_normalization=False, normalize_advantage=False, **SMALL)
+    off = AggreVaTeD(
+        "MlpPolicy", env, expert=expert, seed=0, per_state_normalization=False, normalize_advantage=False, **SMALL
+    )
     obs = th.zeros(4, 4)
-    assert on._score_states(obs, obs)["advantages"].abs().amax(dim=-1).tolist() == pytest.approx([1.0] * 4)
-    assert off._score_states(obs, obs)["advantages"].abs().amax(dim=-1).min().item() > 4.0
+    assert on._score_states(obs, obs)[0]["advantages"].abs().amax(dim=-1).tolist() == pytest.approx([1.0] * 4)
+    assert off._score_states(obs, obs)[0]["advantages"].abs().amax(dim=-1).min().item() > 4.0
 
 
 def test_rl_switch_turns_into_ppo() -> None:
@@ -214,18 +216,31 @@ def test_rl_switch_turns_into_ppo() -> None:
 def test_random_rl_switch_is_drawn_in_range_and_seeded() -> None:
     draws = {pendulum_model(rl_switch=[3, 9], seed=s).switch_iteration for s in range(6)}
     assert draws <= set(range(3, 10)) and len(draws) > 1
-    assert pendulum_model(rl_switch=[3, 9], seed=4).switch_iteration == pendulum_model(rl_switch=[3, 9], seed=4).switch_iteration
+    assert (
+        pendulum_model(rl_switch=[3, 9], seed=4).switch_iteration == pendulum_model(rl_switch=[3, 9], seed=4).switch_iteration
+    )
 
 
 # ---------------------------------------------------------------------- errors
 def test_unknown_hyperparameter_names_it_and_suggests() -> None:
-    with pytest.raises(TypeError, match=r"unknown hyperparameter\(s\) 'n_action_sample' \(did you mean 'n_action_samples'\?\)"):
+    with pytest.raises(
+        TypeError, match=r"unknown hyperparameter\(s\) 'n_action_sample' \(did you mean 'n_action_samples'\?\)"
+    ):
         pendulum_model(n_action_sample=3)
 
 
 @pytest.mark.parametrize(
     "key,value",
-    [("beta_init", 1.5), ("beta_decay", -0.1), ("n_action_samples", 1), ("aggregation_window", 0), ("rl_switch", [5, 2]), ("rl_switch", -1), ("min_std", -1.0), ("use_sde", True)],
+    [
+        ("beta_init", 1.5),
+        ("beta_decay", -0.1),
+        ("n_action_samples", 1),
+        ("aggregation_window", 0),
+        ("rl_switch", [5, 2]),
+        ("rl_switch", -1),
+        ("min_std", -1.0),
+        ("use_sde", True),
+    ],
 )
 def test_invalid_values_name_the_key(key: str, value: object) -> None:
     with pytest.raises(ValueError, match=rf"invalid {key}="):
@@ -298,13 +313,32 @@ def test_same_seed_same_actions_and_parameters() -> None:
 
 
 # ---------------------------------------------------------------------- YAML
-ZOO_KEYS = {"n_envs", "n_timesteps", "policy", "normalize", "env_wrapper", "frame_stack", "callback", "vec_env_wrapper", "monitor_kwargs", "env_kwargs"}
+ZOO_KEYS = {
+    "n_envs",
+    "n_timesteps",
+    "policy",
+    "normalize",
+    "env_wrapper",
+    "frame_stack",
+    "callback",
+    "vec_env_wrapper",
+    "monitor_kwargs",
+    "env_kwargs",
+}
 
 
 def test_yaml_keys_are_constructor_arguments() -> None:
     entries = yaml.safe_load(hyperparams_path("aggrevated").read_text())
     allowed = set(inspect.signature(AggreVaTeD.__init__).parameters) - {"self", "unknown_kwargs"}
-    required = {"Pendulum-v1", "MountainCarContinuous-v0", "CartPole-v1", "Acrobot-v1", "LunarLanderContinuous-v3", "BipedalWalker-v3", "BipedalWalkerHardcore-v3"}
+    required = {
+        "Pendulum-v1",
+        "MountainCarContinuous-v0",
+        "CartPole-v1",
+        "Acrobot-v1",
+        "LunarLanderContinuous-v3",
+        "BipedalWalker-v3",
+        "BipedalWalkerHardcore-v3",
+    }
     assert required <= set(entries)
     for env_id, entry in entries.items():
         unknown = set(entry) - allowed - ZOO_KEYS

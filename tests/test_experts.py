@@ -168,7 +168,9 @@ def test_vecnormalize_statistics_are_applied() -> None:
 def test_space_mismatch_names_both_spaces() -> None:
     expert = load_expert(shared_expert("sac/Pendulum-v1_1"))
     env = gym.make("MountainCarContinuous-v0")
-    with pytest.raises(ValueError, match=r"expert observation space Box\(shape=\(3,\).*environment observation space Box\(shape=\(2,\)"):
+    with pytest.raises(
+        ValueError, match=r"expert observation space Box\(shape=\(3,\).*environment observation space Box\(shape=\(2,\)"
+    ):
         expert.check_spaces(env.observation_space, env.action_space)
 
 
@@ -220,7 +222,10 @@ def _serialized(obj, type_name: str) -> dict:
     return {":type:": type_name, ":serialized:": base64.b64encode(pickle.dumps(obj)).decode()}
 
 
-@pytest.mark.parametrize("key,type_name", [("lr_schedule", "<class 'function'>"), ("poison", "<class 'int'>"), ("_last_obs", "<class 'numpy.ndarray'>")])
+@pytest.mark.parametrize(
+    "key,type_name",
+    [("lr_schedule", "<class 'function'>"), ("poison", "<class 'int'>"), ("_last_obs", "<class 'numpy.ndarray'>")],
+)
 def test_poisoned_zip_entries_never_run(tmp_path: Path, key: str, type_name: str) -> None:
     folder = _copy_expert(tmp_path)
     marker = tmp_path / "marker"
@@ -234,7 +239,9 @@ def test_poison_is_real_under_a_plain_sb3_load(tmp_path: Path) -> None:
     """Guards the test above: the same poisoned entry does run under SB3's own (trusting) load."""
     folder = _copy_expert(tmp_path)
     marker = tmp_path / "marker"
-    _rewrite_data(folder / "Pendulum-v1.zip", lambda data: data.__setitem__("poison", _serialized(_Payload(marker), "<class 'int'>")))
+    _rewrite_data(
+        folder / "Pendulum-v1.zip", lambda data: data.__setitem__("poison", _serialized(_Payload(marker), "<class 'int'>"))
+    )
     custom = _trusted_custom_objects("Pendulum-v1")
     SAC.load(folder / "Pendulum-v1.zip", custom_objects=custom, buffer_size=1, device="cpu")
     assert marker.exists()
@@ -243,7 +250,10 @@ def test_poison_is_real_under_a_plain_sb3_load(tmp_path: Path) -> None:
 def test_poisoned_policy_class_is_refused(tmp_path: Path) -> None:
     folder = _copy_expert(tmp_path)
     marker = tmp_path / "marker"
-    _rewrite_data(folder / "Pendulum-v1.zip", lambda data: data.__setitem__("policy_class", _serialized(_Payload(marker), "<class 'abc.ABCMeta'>")))
+    _rewrite_data(
+        folder / "Pendulum-v1.zip",
+        lambda data: data.__setitem__("policy_class", _serialized(_Payload(marker), "<class 'abc.ABCMeta'>")),
+    )
     with pytest.raises(UnsafeObjectError, match="refused policy class builtins.exec"):
         load_expert(folder)
     assert not marker.exists()
@@ -285,7 +295,12 @@ def _small_expert(algo_name: str, tmp_path: Path):
     from sb3_contrib import QRDQN, TQC
     from stable_baselines3 import A2C, TD3
 
-    algos = {"td3": (TD3, "Pendulum-v1"), "tqc": (TQC, "Pendulum-v1"), "qrdqn": (QRDQN, "CartPole-v1"), "a2c": (A2C, "CartPole-v1")}
+    algos = {
+        "td3": (TD3, "Pendulum-v1"),
+        "tqc": (TQC, "Pendulum-v1"),
+        "qrdqn": (QRDQN, "CartPole-v1"),
+        "a2c": (A2C, "CartPole-v1"),
+    }
     cls, env_id = algos[algo_name]
     kwargs = {"policy_kwargs": {"net_arch": [16, 16]}, "seed": 0}
     if algo_name in {"td3", "tqc", "qrdqn"}:

@@ -36,11 +36,11 @@ class FreshVenv:
     def run(self, *args: str, cwd: Path, timeout: float = 600, check: bool = True) -> subprocess.CompletedProcess:
         env = {k: v for k, v in os.environ.items() if k not in {"PYTHONPATH", "VIRTUAL_ENV"}}
         env["PYTHONUNBUFFERED"] = "1"
-        result = subprocess.run(
-            [str(self.python), *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout
-        )
+        result = subprocess.run([str(self.python), *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
         if check and result.returncode != 0:
-            raise AssertionError(f"{' '.join(args)} failed ({result.returncode}):\n{result.stdout[-4000:]}\n{result.stderr[-4000:]}")
+            raise AssertionError(
+                f"{' '.join(args)} failed ({result.returncode}):\n{result.stdout[-4000:]}\n{result.stderr[-4000:]}"
+            )
         return result
 
     def popen(self, *args: str, cwd: Path, stdout) -> subprocess.Popen:
@@ -85,7 +85,9 @@ def test_install_puts_only_a_light_hook_at_interpreter_start(fresh_venv: FreshVe
         "'torch' in sys.modules, 'rl_zoo3' in sys.modules, 'gymnasium' in sys.modules)"
     )
     assert fresh_venv.run("-c", probe, cwd=tmp_path).stdout.split() == ["True", "False", "False", "False"]
-    located = fresh_venv.run("-c", "import sb3ext, sb3ext.zoo as z; print(sb3ext.__file__); print(z.hyperparams_path('aggrevated'))", cwd=tmp_path)
+    located = fresh_venv.run(
+        "-c", "import sb3ext, sb3ext.zoo as z; print(sb3ext.__file__); print(z.hyperparams_path('aggrevated'))", cwd=tmp_path
+    )
     package_file, yaml_file = located.stdout.split()
     if fresh_venv.mode == "wheel":
         assert package_file.startswith(str(fresh_venv.site_packages))
@@ -108,7 +110,18 @@ def test_install_puts_only_a_light_hook_at_interpreter_start(fresh_venv: FreshVe
 
 def test_train_enjoy_continue_through_the_zoo(fresh_venv: FreshVenv, tmp_path: Path) -> None:
     expert = shared_expert(PENDULUM_EXPERT)
-    common = ["--algo", "aggrevated", "--env", "Pendulum-v1", "-f", "logs", "--seed", "1", "--hyperparams", f"expert:'{expert}'"]
+    common = [
+        "--algo",
+        "aggrevated",
+        "--env",
+        "Pendulum-v1",
+        "-f",
+        "logs",
+        "--seed",
+        "1",
+        "--hyperparams",
+        f"expert:'{expert}'",
+    ]
     train = fresh_venv.run("-m", "rl_zoo3.train", *common, "-n", "2048", "-P", "--eval-freq", "-1", cwd=tmp_path)
     assert re.search(r"Loading hyperparameters from: .*aggrevated\.yml", train.stdout)
     assert "2,048/2,048" in train.stdout or "100%" in train.stdout, "the -P progress bar should be shown"
@@ -160,8 +173,14 @@ def test_record_video_headless(wheel_venv: FreshVenv, tmp_path: Path) -> None:
         (["expert:'/nonexistent/expert.zip'"], "ValueError: Expert path '/nonexistent/expert.zip' does not exist"),
         ([], "ValueError: Expert 'sb3/sac-Pendulum-v1' is not a local file or folder. It looks like a Hugging Face Hub id"),
         (["expert:None"], "ValueError: AggreVaTeD needs an expert to learn"),
-        (["n_action_sample:4"], "TypeError: AggreVaTeD: unknown hyperparameter(s) 'n_action_sample' (did you mean 'n_action_samples'?)"),
-        (["expert:'@CARTPOLE@'"], "ValueError: Expert @CARTPOLE@ does not fit this environment: expert observation space Box(shape=(4,)"),
+        (
+            ["n_action_sample:4"],
+            "TypeError: AggreVaTeD: unknown hyperparameter(s) 'n_action_sample' (did you mean 'n_action_samples'?)",
+        ),
+        (
+            ["expert:'@CARTPOLE@'"],
+            "ValueError: Expert @CARTPOLE@ does not fit this environment: expert observation space Box(shape=(4,)",
+        ),
     ],
 )
 def test_bad_input_fails_fast_with_one_clear_line(wheel_venv: FreshVenv, tmp_path: Path, hyperparams, expected: str) -> None:
@@ -169,7 +188,20 @@ def test_bad_input_fails_fast_with_one_clear_line(wheel_venv: FreshVenv, tmp_pat
     cartpole = shared_expert("dqn/CartPole-v1_1/CartPole-v1.zip")
     hyperparams = [h.replace("@CARTPOLE@", str(cartpole)) for h in hyperparams]
     expected = expected.replace("@CARTPOLE@", str(cartpole))
-    args = ["-m", "rl_zoo3.train", "--algo", "aggrevated", "--env", "Pendulum-v1", "-f", "logs", "-n", "64", "--eval-freq", "-1"]
+    args = [
+        "-m",
+        "rl_zoo3.train",
+        "--algo",
+        "aggrevated",
+        "--env",
+        "Pendulum-v1",
+        "-f",
+        "logs",
+        "-n",
+        "64",
+        "--eval-freq",
+        "-1",
+    ]
     if hyperparams:
         args += ["--hyperparams", *hyperparams]
     start = time.perf_counter()
@@ -185,10 +217,23 @@ def test_sigkill_resumes_from_the_last_checkpoint(wheel_venv: FreshVenv, tmp_pat
     fresh_venv = wheel_venv
     expert = shared_expert(PENDULUM_EXPERT)
     save_freq = 512
-    common = ["--algo", "aggrevated", "--env", "Pendulum-v1", "-f", "logs", "--eval-freq", "-1", "--hyperparams", f"expert:'{expert}'"]
+    common = [
+        "--algo",
+        "aggrevated",
+        "--env",
+        "Pendulum-v1",
+        "-f",
+        "logs",
+        "--eval-freq",
+        "-1",
+        "--hyperparams",
+        f"expert:'{expert}'",
+    ]
     run_dir = tmp_path / "logs" / "aggrevated" / "Pendulum-v1_1"
     with open(tmp_path / "train.log", "w") as log:
-        process = fresh_venv.popen("-m", "rl_zoo3.train", *common, "-n", "100000", "--save-freq", str(save_freq), cwd=tmp_path, stdout=log)
+        process = fresh_venv.popen(
+            "-m", "rl_zoo3.train", *common, "-n", "100000", "--save-freq", str(save_freq), cwd=tmp_path, stdout=log
+        )
         deadline = time.time() + 300
         while len(list(run_dir.glob("rl_model_*_steps.zip"))) < 3:
             assert process.poll() is None, (tmp_path / "train.log").read_text()[-3000:]

@@ -253,7 +253,9 @@ def _read_config(path: Path | None) -> dict[str, Any]:
 def _describe(space: spaces.Space) -> str:
     if isinstance(space, spaces.Box):
         low, high = np.unique(space.low), np.unique(space.high)
-        bounds = f"low={low[0] if low.size == 1 else space.low.tolist()}, high={high[0] if high.size == 1 else space.high.tolist()}"
+        bounds = (
+            f"low={low[0] if low.size == 1 else space.low.tolist()}, high={high[0] if high.size == 1 else space.high.tolist()}"
+        )
         return f"Box(shape={space.shape}, {bounds})"
     return repr(space)
 
@@ -302,7 +304,8 @@ class Expert:
         obs_normalization: tuple[RunningMeanStd, float, float] | None = None,
     ):
         self.model = model
-        self.policy = model.policy
+        # Any: its critic / q_net / quantile_net depend on the algorithm (checked in ``kind``)
+        self.policy: Any = model.policy
         self.policy.set_training_mode(False)
         for param in self.policy.parameters():
             param.requires_grad_(False)
@@ -322,7 +325,9 @@ class Expert:
         else:
             raise ValueError(f"Expert {source}: unsupported policy type {type(self.policy).__name__}")
         if self.config.get("frame_stack"):
-            raise ValueError(f"Expert {source} was trained with frame_stack={self.config['frame_stack']}, which sb3ext does not apply")
+            raise ValueError(
+                f"Expert {source} was trained with frame_stack={self.config['frame_stack']}, which sb3ext does not apply"
+            )
 
     # ------------------------------------------------------------------ description
     @property
@@ -372,16 +377,18 @@ class Expert:
 
     def predict(
         self,
-        observation: np.ndarray,
+        observation: np.ndarray | dict[str, np.ndarray],
         state: tuple[np.ndarray, ...] | None = None,
         episode_start: np.ndarray | None = None,
         deterministic: bool = True,
-    ) -> tuple[np.ndarray, None]:
+    ) -> tuple[np.ndarray, tuple[np.ndarray, ...] | None]:
         """Deterministic expert actions (env units) for environment observations.
 
         Same signature as SB3's ``predict`` (so ``evaluate_policy`` accepts an expert); the expert
         always acts deterministically.
         """
+        if isinstance(observation, dict):
+            raise TypeError("sb3ext experts do not support Dict observations")
         return self.act(self.normalize_obs(observation)), None
 
     def act(self, expert_obs: np.ndarray) -> np.ndarray:

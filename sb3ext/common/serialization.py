@@ -38,7 +38,7 @@ _ZooYamlLoader.add_constructor("tag:yaml.org,2002:python/object/apply:collection
 def safe_yaml_load(text: str, source: str = "<string>") -> Any:
     """Parse zoo YAML safely; any other python tag is refused with the file named."""
     try:
-        return yaml.load(text, Loader=_ZooYamlLoader)  # noqa: S506 - a SafeLoader subclass
+        return yaml.load(text, Loader=_ZooYamlLoader)
     except yaml.constructor.ConstructorError as exc:
         raise UnsafeObjectError(f"{source}: refused YAML object ({exc.problem})") from None
 
@@ -120,8 +120,10 @@ def _reset_space_rngs(obj: Any) -> None:
 
     if isinstance(obj, gymnasium.spaces.Space):
         if isinstance(getattr(obj, "_np_random", None), _Opaque):
-            obj._np_random = None
-        for child in getattr(obj, "spaces", {}).values() if isinstance(obj, gymnasium.spaces.Dict) else getattr(obj, "spaces", ()):
+            obj._np_random = None  # type: ignore[assignment]
+        for child in (
+            getattr(obj, "spaces", {}).values() if isinstance(obj, gymnasium.spaces.Dict) else getattr(obj, "spaces", ())
+        ):
             _reset_space_rngs(child)
 
 
@@ -131,6 +133,7 @@ def pickle_globals(data: bytes) -> list[tuple[str, str]]:
     strings: list[str] = []
     memo: dict[int, Any] = {}
     last: Any = None
+    arg: Any
     for opcode, arg, _pos in pickletools.genops(data):
         name = opcode.name
         if name in {"SHORT_BINUNICODE", "BINUNICODE", "UNICODE", "BINUNICODE8", "STRING", "SHORT_BINSTRING", "BINSTRING"}:

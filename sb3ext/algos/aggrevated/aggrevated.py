@@ -256,7 +256,8 @@ class AggreVaTeD(PPO):
         if loaded.kind != wanted:
             raise ValueError(
                 f"Expert {loaded.source} ({loaded.algo_name}) cannot drive AggreVaTeD on this action space: "
-                f"{'a DQN or QR-DQN' if wanted == Q_DISCRETE else 'a SAC, TD3, DDPG or TQC'} expert with a Q-function is needed"
+                f"{'a DQN or QR-DQN' if wanted == Q_DISCRETE else 'a SAC, TD3, DDPG or TQC'} expert "
+                "with a Q-function is needed"
             )
         self._expert = loaded
         self.expert = expert
@@ -291,7 +292,7 @@ class AggreVaTeD(PPO):
         """The current observation as the environment emitted it (before the learner's VecNormalize)."""
         vec_normalize = self.get_vec_normalize_env()
         if vec_normalize is not None:
-            return vec_normalize.get_original_obs()
+            return vec_normalize.get_original_obs()  # type: ignore[return-value]
         return self._last_obs  # type: ignore[return-value]
 
     def collect_rollouts(
@@ -433,12 +434,17 @@ class AggreVaTeD(PPO):
         self.logger.record("train/phase", 0)
         self.logger.record("train/imitation_iterations", self.imitation_iterations)
 
-    def _score_states(self, expert_obs: th.Tensor, learner_obs: th.Tensor) -> dict[str, th.Tensor]:
-        """Sample learner actions at the aggregated states and score them with Q* (no gradient)."""
+    def _score_states(
+        self, expert_obs: th.Tensor, learner_obs: th.Tensor
+    ) -> tuple[dict[str, th.Tensor], dict[str, th.Tensor]]:
+        """Sample learner actions at the aggregated states and score them with Q* (no gradient).
+
+        :return: (tensors for the update: advantages and old probabilities / samples, statistics to log)
+        """
         assert self._expert is not None
         expert = self._expert
         with th.no_grad():
-            distribution = self.policy.get_distribution(learner_obs).distribution
+            distribution = _torch_distribution(self.policy.get_distribution(learner_obs))
             if isinstance(self.action_space, spaces.Discrete):
                 probs = distribution.probs
                 q = expert.q_all(expert_obs)
@@ -469,13 +475,12 @@ class AggreVaTeD(PPO):
             if self.normalize_advantage:
                 advantages = advantages / (advantages.std() + 1e-8)
         data["advantages"] = advantages
-        data["stats"] = stats  # type: ignore[assignment]
-        return data
+        return data, stats
 
     def _policy_loss(self, data: dict[str, Any], idx: th.Tensor, obs: th.Tensor, clip_range: float) -> dict[str, th.Tensor]:
         """PPO-clipped surrogate of the AggreVaTeD objective on the scored samples of the states ``idx``."""
         distribution = self.policy.get_distribution(obs)
-        torch_dist = distribution.distribution
+        torch_dist = _torch_distribution(distribution)
         if isinstance(self.action_space, spaces.Discrete):
             probs_old = data["probs_old"][idx]
             advantages = data["advantages"][idx]
@@ -514,7 +519,8 @@ class AggreVaTeD(PPO):
 
     def _gradient_groups(self) -> tuple[list[th.nn.Parameter], list[th.nn.Parameter]]:
         """(actor parameters, value-head parameters) of the policy."""
-        value, actor = [], []
+        value: list[th.nn.Parameter] = []
+        actor: list[th.nn.Parameter] = []
         for name, param in self.policy.named_parameters():
             (value if "value_net" in name else actor).append(param)
         return actor, value
@@ -537,14 +543,16 @@ class AggreVaTeD(PPO):
         learner_obs = th.as_tensor(learner_np, device=self.device)
         expert_obs = th.as_tensor(expert_np, device=self.device)
         n_states = len(learner_obs)
-        data = self._score_states(expert_obs, learner_obs)
+        data, stats = self._score_states(expert_obs, learner_obs)
 
         # Value head: regression on the env's returns of the latest roll-in (kept for the RL phase)
         rollout = next(self.rollout_buffer.get(batch_size=None))
         n_rollout = len(rollout.returns)
         value_batch = min(self.batch_size, n_rollout)
 
-        logs: dict[str, list[float]] = {k: [] for k in ("policy_loss", "bound_penalty", "entropy_loss", "clip_fraction", "approx_kl")}
+        logs: dict[str, list[float]] = {
+            k: [] for k in ("policy_loss", "bound_penalty", "entropy_loss", "clip_fraction", "approx_kl")
+        }
         value_losses: list[float] = []
         continue_training = True
         for epoch in range(self.n_epochs):
@@ -586,7 +594,7 @@ class AggreVaTeD(PPO):
                 self.logger.record(f"train/{key}", float(np.mean(values_list)))
         if value_losses:
             self.logger.record("train/value_loss", float(np.mean(value_losses)))
-        for key, value in data["stats"].items():
+        for key, value in stats.items():
             self.logger.record(f"train/{key}", float(value))
         if self._expert.ent_coef is not None:
             self.logger.record("train/expert_ent_coef", self._expert.ent_coef)
@@ -622,6 +630,14 @@ class AggreVaTeD(PPO):
         )
 
 
+def _torch_distribution(distribution: Any) -> Any:
+    """The torch distribution inside an SB3 ``Distribution`` (Normal for Box, Categorical for Discrete)."""
+    inner = distribution.distribution
+    if not isinstance(inner, (th.distributions.Normal, th.distributions.Categorical)):
+        raise TypeError(f"AggreVaTeD needs a Gaussian or categorical policy, got {type(inner).__name__}")
+    return inner
+
+
 _NO_EXPERT_MESSAGE = (
     "AggreVaTeD needs an expert to learn: pass expert=<zoo folder or .zip> to the constructor, "
     "call model.set_expert(...) after load(), or with rl_zoo3 add --hyperparams expert:\"'<path>'\""
@@ -629,7 +645,8 @@ _NO_EXPERT_MESSAGE = (
 
 
 def _unknown_kwargs_message(cls: type, unknown: dict[str, Any]) -> str:
-    allowed = [name for name in inspect.signature(cls.__init__).parameters if name not in {"self", "unknown_kwargs"}]
+    init = cls.__init__  # type: ignore[misc]
+    allowed = [name for name in inspect.signature(init).parameters if name not in {"self", "unknown_kwargs"}]
     parts = []
     for name in sorted(unknown):
         close = difflib.get_close_matches(name, allowed, n=1)
