@@ -19,7 +19,9 @@ import warnings
 from types import ModuleType
 from typing import Any
 
-_TARGETS = frozenset({"rl_zoo3.utils", "rl_zoo3.hyperparams_opt", "rl_zoo3.exp_manager", "rl_zoo3.import_envs"})
+_TARGETS = frozenset(
+    {"rl_zoo3.utils", "rl_zoo3.hyperparams_opt", "rl_zoo3.exp_manager", "rl_zoo3.import_envs", "huggingface_sb3"}
+)
 
 
 def _after_import(module: ModuleType) -> None:

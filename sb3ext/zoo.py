@@ -8,6 +8,7 @@ Called by :mod:`sb3ext._hook` right after each zoo module in its target list is 
 * ``rl_zoo3.hyperparams_opt``: Optuna samplers/converters for our algorithms, where defined.
 * ``rl_zoo3.exp_manager``: the default hyperparameter file of our algorithms
   (``hyperparams/<algo>.yml`` shipped with sb3ext), so no ``-conf`` is needed.
+* ``huggingface_sb3``: repairs of the zoo's Hub scripts on this stack (see :func:`repair_huggingface_sb3`).
 """
 
 from __future__ import annotations
@@ -76,6 +77,45 @@ def patch_experiment_manager(exp_module: ModuleType) -> None:
     manager.__init__ = __init__
 
 
+def repair_huggingface_sb3(module: ModuleType) -> None:
+    """Make ``rl_zoo3.push_to_hub`` and ``rl_zoo3.load_from_hub`` work with sb3-team-hf-integration 3.x.
+
+    * ``push_to_hub`` imports ``generate_metadata``, which was renamed ``_generate_metadata`` and now
+      returns a ``ModelCardData``: a ``generate_metadata`` returning the dict the zoo expects is added.
+    * ``load_from_hub`` treats a repo without ``vec_normalize.pkl`` as "no normalisation" by catching
+      ``requests.HTTPError``, but huggingface_hub raises ``EntryNotFoundError``: the missing-file error is
+      re-raised as an exception that is both.
+    """
+    # the package attribute `push_to_hub` is the function of that name, not the submodule
+    push_module = importlib.import_module("huggingface_sb3.push_to_hub")
+    if not hasattr(push_module, "generate_metadata") and hasattr(push_module, "_generate_metadata"):
+        generate = push_module._generate_metadata
+
+        def generate_metadata(model_name: str, env_id: str, mean_reward: float, std_reward: float) -> dict[str, Any]:
+            return generate(model_name, env_id, mean_reward, std_reward).to_dict()
+
+        push_module.generate_metadata = generate_metadata  # type: ignore[attr-defined]
+
+    original = getattr(module, "load_from_hub")  # noqa: B009 - the package attribute (a function)
+    if getattr(original, "_sb3ext_wrapped", False):
+        return
+    import requests
+    from huggingface_hub.errors import EntryNotFoundError
+
+    class MissingHubFileError(requests.HTTPError, EntryNotFoundError):
+        """A file is not in the Hub repo (or not in the offline cache)."""
+
+    @functools.wraps(original)
+    def load_from_hub(repo_id: str, filename: str) -> str:
+        try:
+            return original(repo_id, filename)
+        except EntryNotFoundError as exc:
+            raise MissingHubFileError(str(exc)) from exc
+
+    load_from_hub._sb3ext_wrapped = True  # type: ignore[attr-defined]
+    setattr(module, "load_from_hub", load_from_hub)  # noqa: B010
+
+
 def on_zoo_import(module: ModuleType) -> None:
     name = module.__name__
     if name == "rl_zoo3.utils":
@@ -87,9 +127,11 @@ def on_zoo_import(module: ModuleType) -> None:
         register_samplers(module)
     elif name == "rl_zoo3.exp_manager":
         patch_experiment_manager(module)
+    elif name == "huggingface_sb3":
+        repair_huggingface_sb3(module)
 
 
 def register() -> None:
     """Register sb3ext in every zoo module (imports rl_zoo3). Idempotent."""
-    for name in ("rl_zoo3.utils", "rl_zoo3.import_envs", "rl_zoo3.hyperparams_opt", "rl_zoo3.exp_manager"):
+    for name in ("huggingface_sb3", "rl_zoo3.utils", "rl_zoo3.import_envs", "rl_zoo3.hyperparams_opt", "rl_zoo3.exp_manager"):
         on_zoo_import(importlib.import_module(name))

@@ -33,9 +33,12 @@ class FreshVenv:
         self.python = path / "bin" / "python"
         self.site_packages = path / "lib" / f"python{sys.version_info.major}.{sys.version_info.minor}" / "site-packages"
 
-    def run(self, *args: str, cwd: Path, timeout: float = 600, check: bool = True) -> subprocess.CompletedProcess:
+    def run(
+        self, *args: str, cwd: Path, timeout: float = 600, check: bool = True, env_vars: dict[str, str] | None = None
+    ) -> subprocess.CompletedProcess:
         env = {k: v for k, v in os.environ.items() if k not in {"PYTHONPATH", "VIRTUAL_ENV"}}
         env["PYTHONUNBUFFERED"] = "1"
+        env.update(env_vars or {})
         result = subprocess.run([str(self.python), *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
         if check and result.returncode != 0:
             raise AssertionError(
@@ -171,7 +174,7 @@ def test_record_video_headless(wheel_venv: FreshVenv, tmp_path: Path) -> None:
     "hyperparams,expected",
     [
         (["expert:'/nonexistent/expert.zip'"], "ValueError: Expert path '/nonexistent/expert.zip' does not exist"),
-        ([], "ValueError: Expert 'sb3/sac-Pendulum-v1' is not a local file or folder. It looks like a Hugging Face Hub id"),
+        ([], "ValueError: Expert 'sb3/sac-Pendulum-v1': sac-Pendulum-v1.zip is not in the Hugging Face cache"),
         (["expert:None"], "ValueError: AggreVaTeD needs an expert to learn"),
         (
             ["n_action_sample:4"],
@@ -205,7 +208,8 @@ def test_bad_input_fails_fast_with_one_clear_line(wheel_venv: FreshVenv, tmp_pat
     if hyperparams:
         args += ["--hyperparams", *hyperparams]
     start = time.perf_counter()
-    result = fresh_venv.run(*args, cwd=tmp_path, check=False)
+    offline = {"HF_HUB_OFFLINE": "1", "HF_HUB_CACHE": str(tmp_path / "empty-cache")}
+    result = fresh_venv.run(*args, cwd=tmp_path, check=False, env_vars=offline)
     assert result.returncode != 0
     last_line = result.stderr.strip().splitlines()[-1]
     assert last_line.startswith(expected), last_line
@@ -273,3 +277,97 @@ def test_uninstall_removes_the_plugin(tmp_path: Path) -> None:
     result = venv.run("-m", "rl_zoo3.train", "--algo", "aggrevated", "--env", "Pendulum-v1", cwd=tmp_path, check=False)
     assert result.returncode == 2 and "invalid choice: 'aggrevated'" in result.stderr
     assert "ppo" in venv.run("-c", "from rl_zoo3.utils import ALGOS; print(list(ALGOS))", cwd=tmp_path).stdout
+
+
+def test_zoo_default_hub_expert_from_an_offline_cache(wheel_venv: FreshVenv, tmp_path: Path) -> None:
+    """The YAML default `expert: sb3/sac-Pendulum-v1` resolves from the HF cache (HF_HUB_OFFLINE=1) and learns."""
+    from tests.test_hub import populate_cache
+
+    folder = shared_expert(PENDULUM_EXPERT)
+    cache = tmp_path / "hf-cache"
+    populate_cache(
+        cache,
+        "sb3/sac-Pendulum-v1",
+        {"sac-Pendulum-v1.zip": folder / "Pendulum-v1.zip", "config.yml": folder / "Pendulum-v1" / "config.yml"},
+    )
+    offline = {"HF_HUB_OFFLINE": "1", "HF_HUB_CACHE": str(cache)}
+    wheel_venv.run(
+        "-m", "rl_zoo3.train", "--algo", "aggrevated", "--env", "Pendulum-v1", "-f", "logs", "--seed", "0",
+        "-n", "4096", "--eval-freq", "1024", "--eval-episodes", "5", cwd=tmp_path, env_vars=offline,
+    )  # fmt: skip
+    import numpy as np
+
+    evaluations = np.load(tmp_path / "logs" / "aggrevated" / "Pendulum-v1_1" / "evaluations.npz")
+    final = evaluations["results"][-1].mean()
+    assert final > -400, f"random policy ~-1200, expert ~-150: the learner should be close to the expert, got {final:.0f}"
+
+
+PUSH_DRIVER = """
+import runpy, sys
+from pathlib import Path
+import huggingface_hub
+
+# The upload cannot run here: only the three network calls of HfApi are replaced, the packaging is the zoo's.
+calls = []
+def create_repo(self, repo_id, **kwargs):
+    calls.append(("create_repo", repo_id))
+    return "https://huggingface.co/" + repo_id
+def snapshot_download(self, repo_id, local_dir, **kwargs):
+    Path(local_dir).mkdir(parents=True, exist_ok=True)
+    return str(local_dir)
+def upload_folder(self, repo_id, folder_path, **kwargs):
+    calls.append(("upload_folder", repo_id, str(folder_path)))
+huggingface_hub.HfApi.create_repo = create_repo
+huggingface_hub.HfApi.snapshot_download = snapshot_download
+huggingface_hub.HfApi.upload_folder = upload_folder
+sys.argv = ["push_to_hub"] + sys.argv[1:]
+try:
+    runpy.run_module("rl_zoo3.push_to_hub", run_name="__main__")
+finally:
+    print("CALLS", calls)
+"""
+
+
+def test_push_to_hub_then_load_from_hub_and_enjoy_offline(wheel_venv: FreshVenv, tmp_path: Path) -> None:
+    from tests.test_hub import populate_cache
+
+    expert = shared_expert(PENDULUM_EXPERT)
+    wheel_venv.run(
+        "-m", "rl_zoo3.train", "--algo", "aggrevated", "--env", "Pendulum-v1", "-f", "logs", "-n", "512",
+        "--eval-freq", "-1", "--hyperparams", f"expert:'{expert}'", cwd=tmp_path,
+    )  # fmt: skip
+    pushed = wheel_venv.run(
+        "-c", PUSH_DRIVER, "--algo", "aggrevated", "--env", "Pendulum-v1", "-f", "logs", "--exp-id", "1",
+        "-orga", "sb3ext-test", "--no-render", "-n", "200", cwd=tmp_path,
+    )  # fmt: skip
+    repo = tmp_path / "hub" / "aggrevated-Pendulum-v1"
+    assert "('upload_folder', 'sb3ext-test/aggrevated-Pendulum-v1'" in pushed.stdout
+    for name in (
+        "aggrevated-Pendulum-v1.zip",
+        "config.yml",
+        "args.yml",
+        "env_kwargs.yml",
+        "train_eval_metrics.zip",
+        "README.md",
+    ):
+        assert (repo / name).is_file(), f"{name} missing from the packaged repo"
+    card = (repo / "README.md").read_text()
+    assert "library_name: stable-baselines3" in card and "name: mean_reward" in card
+    assert "**AggreVaTeD** Agent playing **Pendulum-v1**" in card
+    assert "--algo aggrevated" in card
+    assert "expert" in (repo / "config.yml").read_text()
+
+    cache = tmp_path / "hf-cache"
+    populate_cache(cache, "sb3ext-test/aggrevated-Pendulum-v1", {p.name: p for p in repo.iterdir() if p.is_file()})
+    offline = {"HF_HUB_OFFLINE": "1", "HF_HUB_CACHE": str(cache), "TRUST_REMOTE_CODE": "True"}
+    loaded = wheel_venv.run(
+        "-m", "rl_zoo3.load_from_hub", "--algo", "aggrevated", "--env", "Pendulum-v1", "-orga", "sb3ext-test",
+        "-f", "downloaded", "--exp-id", "1", cwd=tmp_path, env_vars=offline,
+    )  # fmt: skip
+    assert "No normalization file" in loaded.stdout  # the repo has no vec_normalize.pkl: handled, not a crash
+    assert (tmp_path / "downloaded" / "aggrevated" / "Pendulum-v1_1" / "Pendulum-v1.zip").is_file()
+    enjoy = wheel_venv.run(
+        "-m", "rl_zoo3.enjoy", "--algo", "aggrevated", "--env", "Pendulum-v1", "-f", "downloaded", "--exp-id", "1",
+        "--no-render", "-n", "300", cwd=tmp_path, env_vars=offline,
+    )  # fmt: skip
+    assert "Episode Reward" in enjoy.stdout

@@ -29,7 +29,6 @@ import ast
 import base64
 import json
 import os
-import re
 import warnings
 import zipfile
 from dataclasses import dataclass
@@ -45,6 +44,7 @@ from stable_baselines3.common.policies import ActorCriticPolicy, BasePolicy
 from stable_baselines3.common.running_mean_std import RunningMeanStd
 from stable_baselines3.common.utils import ConstantSchedule
 
+from sb3ext.common.hub import check_sha256, download, hub_model_filename, parse_reference, trust_from_environment
 from sb3ext.common.serialization import UnsafeObjectError, pickle_globals, restricted_loads, safe_yaml_load
 
 #: Kinds of expert, by what they can answer.
@@ -112,9 +112,13 @@ def _value_type_allow_list() -> dict[tuple[str, str], Any]:
     return allowed
 
 
-def _safe_custom_objects(zip_path: Path) -> tuple[dict[str, Any], type[BasePolicy], type[BaseAlgorithm], dict[str, Any]]:
+def _safe_custom_objects(
+    zip_path: Path, trust_remote_code: bool = False
+) -> tuple[dict[str, Any], type[BasePolicy], type[BaseAlgorithm], dict[str, Any]]:
     """Rebuild every serialized entry of the zip's ``data`` without running code from it.
 
+    :param trust_remote_code: only replace what cannot be unpickled on this stack (old ``gym`` spaces,
+        old cloudpickled schedules) and let SB3 unpickle everything else (runs code from the file)
     :return: (custom_objects for ``BaseAlgorithm.load``, policy class, algorithm class, raw JSON data)
     """
     with zipfile.ZipFile(zip_path) as archive:
@@ -148,7 +152,7 @@ def _safe_custom_objects(zip_path: Path) -> tuple[dict[str, Any], type[BasePolic
             if refused:
                 raise UnsafeObjectError(f"{source}: refused to load {', '.join(refused)} (a schedule may only be a function)")
             custom[key] = ConstantSchedule(0.0)
-        else:
+        elif not trust_remote_code or "gym.spaces" in str(value.get(":type:", "")):
             custom[key] = restricted_loads(raw, source, value_types)
     if policy_entry is None:
         raise ValueError(f"{zip_path}: no policy_class in the checkpoint")
@@ -170,9 +174,6 @@ class ExpertFiles:
     vecnormalize: Path | None = None
 
 
-_HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+(@[\w./-]+)?$")
-
-
 def find_expert_files(reference: str | os.PathLike[str], env_id: str | None = None) -> ExpertFiles:
     """Resolve a local expert reference (zoo folder or zip) to its files.
 
@@ -181,13 +182,7 @@ def find_expert_files(reference: str | os.PathLike[str], env_id: str | None = No
     """
     path = Path(reference).expanduser()
     if not path.exists():
-        text = str(reference)
-        if _HUB_ID.match(text) and not text.startswith((".", "/", "~")):
-            raise ValueError(
-                f"Expert {text!r} is not a local file or folder. It looks like a Hugging Face Hub id; "
-                "loading experts from the Hub is not supported yet: download the repository and pass its local folder"
-            )
-        raise ValueError(f"Expert path {text!r} does not exist (expected a zoo folder or a .zip checkpoint)")
+        raise ValueError(f"Expert path {str(reference)!r} does not exist (expected a zoo folder or a .zip checkpoint)")
     if path.is_dir():
         zips = sorted(path.glob("*.zip"))
         preferred = [z for z in zips if env_id and z.stem in {env_id, f"{path.parent.name}-{env_id}"}]
@@ -223,13 +218,13 @@ class _VecNormalizeState:
         self.state = state
 
 
-def _load_obs_normalization(path: Path) -> tuple[RunningMeanStd, float, float] | None:
+def _load_obs_normalization(path: Path, trust_remote_code: bool = False) -> tuple[RunningMeanStd, float, float] | None:
     """Frozen observation statistics (obs_rms, clip_obs, epsilon) of a zoo ``vecnormalize.pkl``."""
     extra = {
         ("stable_baselines3.common.vec_env.vec_normalize", "VecNormalize"): _VecNormalizeState,
         ("stable_baselines3.common.running_mean_std", "RunningMeanStd"): RunningMeanStd,
     }
-    loaded = restricted_loads(path.read_bytes(), str(path), extra)
+    loaded = restricted_loads(path.read_bytes(), str(path), extra, allow_any=trust_remote_code)
     if not isinstance(loaded, _VecNormalizeState):
         raise ValueError(f"{path} does not hold VecNormalize statistics")
     state = loaded.state
@@ -453,22 +448,36 @@ class Expert:
 
 
 def load_expert(
-    reference: str | os.PathLike[str] | Expert,
+    reference: str | os.PathLike[str] | dict[str, Any] | Expert,
     env_id: str | None = None,
     device: th.device | str = "cpu",
+    trust_remote_code: bool | None = None,
 ) -> Expert:
-    """Load an expert from a local zoo folder or ``.zip``, running no code from its files.
+    """Load an expert, running no code from its files unless trust is given explicitly.
 
-    :param reference: a zoo folder, a ``.zip`` checkpoint, or an :class:`Expert` (returned as is)
+    :param reference: a zoo folder, a ``.zip`` checkpoint, a Hub repo id (``sb3/sac-Pendulum-v1[@revision]``),
+        a mapping (``id`` or ``path``, ``revision``, ``sha256``, ``trust_remote_code``), or an :class:`Expert`
+        (returned as is). See :mod:`sb3ext.common.hub`.
     :param env_id: environment id, to pick the right zip in a folder with several
     :param device: torch device for the expert's networks
+    :param trust_remote_code: True: let SB3 unpickle the checkpoint's objects (this runs code from the files:
+        only for checkpoints you trust). None (default): the reference's ``trust_remote_code``, else the
+        ``TRUST_REMOTE_CODE`` environment variable, else False.
     """
     if isinstance(reference, Expert):
         return reference
-    if not isinstance(reference, (str, os.PathLike)):
-        raise TypeError(f"expert must be a path (str) or an Expert, not {type(reference).__name__}")
-    files = find_expert_files(reference, env_id)
-    custom, policy_class, algo_class, data = _safe_custom_objects(files.model)
+    ref = parse_reference(reference)
+    trust = trust_remote_code if trust_remote_code is not None else ref.trust_remote_code or trust_from_environment()
+    if ref.is_hub:
+        files = ExpertFiles(
+            model=download(ref.location, hub_model_filename(ref.location), ref.revision, required=True),  # type: ignore[arg-type]
+            config=download(ref.location, "config.yml", ref.revision, required=False),
+            vecnormalize=download(ref.location, "vec_normalize.pkl", ref.revision, required=False),
+        )
+    else:
+        files = find_expert_files(ref.location, env_id)
+    check_sha256(files.model, ref.sha256)
+    custom, policy_class, algo_class, data = _safe_custom_objects(files.model, trust_remote_code=trust)
     kwargs: dict[str, Any] = {}
     if "buffer_size" in data:
         kwargs["buffer_size"] = 1  # do not allocate the stored replay buffer
@@ -476,16 +485,18 @@ def load_expert(
         state = _policy_state(files.model)
         n_critics = len({k.split(".")[1] for k in state if k.startswith("critic.qf")})
         algo_class = DDPG if n_critics == 1 else TD3
-        custom["policy_kwargs"] = {**(custom.get("policy_kwargs") or data.get("policy_kwargs") or {}), "n_critics": n_critics}
+        policy_kwargs = custom.get("policy_kwargs") or data.get("policy_kwargs") or {}
+        custom["policy_kwargs"] = {**policy_kwargs, "n_critics": n_critics}
     with warnings.catch_warnings():
         # SB3 < 2.4 DQN checkpoints: SB3 truncates their optimizer state; irrelevant for a frozen expert
         warnings.filterwarnings("ignore", message="You are probably loading a DQN model saved with SB3 < 2.4.0")
         model = algo_class.load(files.model, device=device, custom_objects=custom, **kwargs)
     config = _read_config(files.config)
-    obs_normalization = _load_obs_normalization(files.vecnormalize) if files.vecnormalize else None
+    obs_normalization = _load_obs_normalization(files.vecnormalize, trust) if files.vecnormalize else None
     if obs_normalization is None and _normalize_flag(config):
         raise ValueError(f"Expert {files.model} was trained with `normalize` but its vecnormalize.pkl is missing")
-    return Expert(model, source=str(files.model), config=config, obs_normalization=obs_normalization)
+    source = str(ref) if ref.is_hub else str(files.model)
+    return Expert(model, source=source, config=config, obs_normalization=obs_normalization)
 
 
 def _policy_state(zip_path: Path) -> dict[str, th.Tensor]:

@@ -90,10 +90,17 @@ class RestrictedUnpickler(pickle.Unpickler):
     :param extra: extra allowed globals ``{(module, name): object}``
     """
 
-    def __init__(self, file: io.BufferedIOBase | io.BytesIO, source: str, extra: dict[tuple[str, str], Any] | None = None):
+    def __init__(
+        self,
+        file: io.BufferedIOBase | io.BytesIO,
+        source: str,
+        extra: dict[tuple[str, str], Any] | None = None,
+        allow_any: bool = False,
+    ):
         super().__init__(file)
         self.source = source
         self.extra = extra or {}
+        self.allow_any = allow_any
 
     def find_class(self, module: str, name: str) -> Any:
         key = (module, name)
@@ -105,11 +112,16 @@ class RestrictedUnpickler(pickle.Unpickler):
             return _gymnasium_space(name)
         if module == "numpy.random" or module.startswith("numpy.random."):
             return _randomstate_ctor  # a space's RNG (Generator, bit generator, seed sequence) is not needed
+        if self.allow_any:  # explicit trust (trust_remote_code): anything goes, as with plain pickle
+            return super().find_class(module, name)
         raise UnsafeObjectError(f"{self.source}: refused to load {module}.{name} (not on sb3ext's allow-list)")
 
 
-def restricted_loads(data: bytes, source: str, extra: dict[tuple[str, str], Any] | None = None) -> Any:
-    loaded = RestrictedUnpickler(io.BytesIO(data), source, extra).load()
+def restricted_loads(
+    data: bytes, source: str, extra: dict[tuple[str, str], Any] | None = None, allow_any: bool = False
+) -> Any:
+    """Unpickle ``data`` with :class:`RestrictedUnpickler` (``allow_any``: trust it, mapping only old gym names)."""
+    loaded = RestrictedUnpickler(io.BytesIO(data), source, extra, allow_any).load()
     _reset_space_rngs(loaded)
     return loaded
 
