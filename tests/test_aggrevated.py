@@ -260,10 +260,12 @@ def test_expert_for_another_env_fails_before_training() -> None:
         AggreVaTeD("MlpPolicy", env, expert=shared_expert("sac/Pendulum-v1_1"), **SMALL)
 
 
-def test_value_only_expert_is_refused_for_now() -> None:
-    env = make_vec_env("BipedalWalker-v3", n_envs=1)
-    with pytest.raises(ValueError, match="a SAC, TD3, DDPG or TQC expert with a Q-function is needed"):
-        AggreVaTeD("MlpPolicy", env, expert=shared_expert("ppo/BipedalWalker-v3_1"), **SMALL)
+def test_expert_of_the_wrong_kind_is_refused() -> None:
+    env = make_vec_env("CartPole-v1", n_envs=1)
+    with pytest.raises(ValueError, match="a DQN or QR-DQN expert with a Q-function, or a PPO / A2C expert"):
+        # a continuous-Q expert whose spaces match CartPole's: only its kind is wrong
+        wrong_kind = QuadraticExpert(env.observation_space, env.action_space, np.zeros(1))
+        AggreVaTeD("MlpPolicy", env, expert=wrong_kind, **SMALL)
 
 
 # ---------------------------------------------------------------------- save / load / determinism
@@ -353,3 +355,74 @@ def test_discrete_runs_with_the_real_dqn_expert() -> None:
     assert model.imitation_iterations == 2
     assert isinstance(model.action_space, spaces.Discrete)
     assert model.logger.name_to_value["train/q_gap"] >= 0
+
+
+# ---------------------------------------------------------------------- value-only experts (A* = r + gamma V*(s') - V*(s))
+class CounterEnv(gym.Env):
+    """obs = [t], reward 1 per step, terminated when t reaches 3."""
+
+    observation_space = spaces.Box(0.0, 10.0, (1,), dtype=np.float32)
+    action_space = spaces.Box(-1.0, 1.0, (1,), dtype=np.float32)
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.t = 0
+        return np.array([0.0], dtype=np.float32), {}
+
+    def step(self, action):
+        self.t += 1
+        return np.array([float(self.t)], dtype=np.float32), 1.0, self.t == 3, False, {}
+
+
+@pytest.mark.parametrize(
+    "lam,expected", [(0.0, [2.0, 1.0, -3.0]), (1.0, [2.0 + 0.5 * (1.0 + 0.5 * -3.0), 1.0 + 0.5 * -3.0, -3.0])]
+)
+def test_value_only_advantages_match_hand_computation(lam: float, expected: list[float]) -> None:
+    """V*(s) = 2 s, gamma* = 0.5, r = 1: delta(0->1) = 1 + 0.5*2 - 0 = 2, delta(1->2) = 1, delta(2->3, terminal) = 1 - 4 = -3."""
+    from stable_baselines3.common.vec_env import DummyVecEnv
+
+    from tests.toy_experts import LinearValueExpert
+
+    env = DummyVecEnv([CounterEnv])
+    expert = LinearValueExpert(env.observation_space, env.action_space, slope=2.0, gamma=0.5)
+    model = AggreVaTeD("MlpPolicy", env, expert=expert, n_steps=6, batch_size=6, beta_init=0.0, expert_gae_lambda=lam,
+                       normalize_advantage=False, seed=0, policy_kwargs=dict(net_arch=[8]))  # fmt: skip
+    model._setup_learn(6, None)
+    model.collect_rollouts(model.env, model._init_callback(None), model.rollout_buffer, model.n_steps)
+    obs, data, stats = model._value_expert_samples()
+    np.testing.assert_allclose(obs.numpy().flatten(), [0, 1, 2, 0, 1, 2])
+    np.testing.assert_allclose(data["advantages"].numpy().flatten(), expected * 2, rtol=1e-6)
+    np.testing.assert_allclose(data["log_prob_old"].numpy().flatten(), model.rollout_buffer.log_probs.flatten())
+    assert stats["learner_steps"].item() == 6
+
+
+def test_value_only_expert_steps_are_left_out() -> None:
+    from stable_baselines3.common.vec_env import DummyVecEnv
+
+    from tests.toy_experts import LinearValueExpert
+
+    env = DummyVecEnv([CounterEnv, CounterEnv])
+    expert = LinearValueExpert(env.observation_space, env.action_space, slope=2.0, gamma=0.5)
+    model = AggreVaTeD(
+        "MlpPolicy",
+        env,
+        expert=expert,
+        n_steps=8,
+        beta_init=0.5,
+        beta_decay=1.0,
+        seed=1,
+        **{"policy_kwargs": dict(net_arch=[8])},
+    )
+    model._setup_learn(16, None)
+    model.collect_rollouts(model.env, model._init_callback(None), model.rollout_buffer, model.n_steps)
+    obs, data, _ = model._value_expert_samples()
+    executed_by_learner = int((~np.stack(model._transitions["use_expert"])).sum())
+    assert 0 < executed_by_learner < 16 and len(obs) == executed_by_learner == data["advantages"].shape[1]
+
+
+def test_real_value_only_expert_trains() -> None:
+    env = make_vec_env("BipedalWalker-v3", n_envs=2, seed=0)
+    model = AggreVaTeD("MlpPolicy", env, expert=shared_expert("ppo/BipedalWalker-v3_1"), seed=0, **SMALL)
+    model.learn(64)
+    assert model.imitation_iterations == 4
+    assert model.logger.name_to_value["train/learner_steps"] > 0

@@ -150,9 +150,12 @@ def test_pendulum_critic_receives_scaled_actions() -> None:
 def test_vecnormalize_statistics_are_applied() -> None:
     """The PPO BipedalWalker expert only walks with its own observation normalisation."""
     expert = load_expert(shared_expert("ppo/BipedalWalker-v3_1"))
-    assert expert.obs_normalization is not None
-    rms, clip, _ = expert.obs_normalization
-    assert rms.mean.shape == (24,) and clip == 10.0
+    norm = expert.normalization
+    assert norm is not None and norm.obs_rms is not None and norm.ret_rms is not None
+    assert norm.obs_rms.mean.shape == (24,) and norm.clip_obs == 10.0
+    np.testing.assert_allclose(
+        expert.normalize_reward(np.array([1.0])), 1.0 / np.sqrt(norm.ret_rms.var + norm.epsilon), rtol=1e-5
+    )
     env = gym.make("BipedalWalker-v3")
     obs, _ = env.reset(seed=0)
     total, done = 0.0, False

@@ -6,7 +6,7 @@ import numpy as np
 import torch as th
 from gymnasium import spaces
 
-from sb3ext.common.experts import Q_CONTINUOUS, Q_DISCRETE, Expert
+from sb3ext.common.experts import Q_CONTINUOUS, Q_DISCRETE, VALUE_ONLY, Expert
 
 
 class QuadraticExpert(Expert):
@@ -20,7 +20,7 @@ class QuadraticExpert(Expert):
         self.source = "quadratic-toy"
         self.algo_name = "toy"
         self.config = {}
-        self.obs_normalization = None
+        self.normalization = None
         self.device = th.device("cpu")
         self.critic_inputs: list[th.Tensor] = []
 
@@ -52,7 +52,7 @@ class TableExpert(Expert):
         self.source = "table-toy"
         self.algo_name = "toy"
         self.config = {}
-        self.obs_normalization = None
+        self.normalization = None
         self.device = th.device("cpu")
 
     @property
@@ -64,3 +64,33 @@ class TableExpert(Expert):
 
     def q_all(self, obs: th.Tensor) -> th.Tensor:
         return self.q.expand(len(obs), -1)
+
+
+class LinearValueExpert(Expert):
+    """Value-only expert with V*(s) = slope * s[0], gamma given, acting 0."""
+
+    def __init__(self, observation_space: spaces.Box, action_space: spaces.Space, slope: float, gamma: float):
+        self.observation_space = observation_space
+        self.action_space = action_space
+        self.slope = slope
+        self._gamma = gamma
+        self.kind = VALUE_ONLY
+        self.source = "linear-value-toy"
+        self.algo_name = "toy"
+        self.config = {}
+        self.normalization = None
+        self.device = th.device("cpu")
+
+    @property
+    def ent_coef(self) -> None:
+        return None
+
+    @property
+    def gamma(self) -> float:
+        return self._gamma
+
+    def act(self, expert_obs: np.ndarray) -> np.ndarray:
+        return np.zeros((len(expert_obs), *self.action_space.shape), dtype=np.float32)
+
+    def value(self, obs: th.Tensor) -> th.Tensor:
+        return self.slope * obs[:, 0]

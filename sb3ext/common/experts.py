@@ -218,8 +218,19 @@ class _VecNormalizeState:
         self.state = state
 
 
-def _load_obs_normalization(path: Path, trust_remote_code: bool = False) -> tuple[RunningMeanStd, float, float] | None:
-    """Frozen observation statistics (obs_rms, clip_obs, epsilon) of a zoo ``vecnormalize.pkl``."""
+@dataclass(frozen=True)
+class Normalization:
+    """Frozen ``VecNormalize`` statistics of an expert: what its networks saw during training."""
+
+    obs_rms: RunningMeanStd | None
+    clip_obs: float
+    ret_rms: RunningMeanStd | None
+    clip_reward: float
+    epsilon: float
+
+
+def _load_normalization(path: Path, trust_remote_code: bool = False) -> Normalization:
+    """The statistics of a zoo ``vecnormalize.pkl`` (read with the allow-list unpickler)."""
     extra = {
         ("stable_baselines3.common.vec_env.vec_normalize", "VecNormalize"): _VecNormalizeState,
         ("stable_baselines3.common.running_mean_std", "RunningMeanStd"): RunningMeanStd,
@@ -228,12 +239,22 @@ def _load_obs_normalization(path: Path, trust_remote_code: bool = False) -> tupl
     if not isinstance(loaded, _VecNormalizeState):
         raise ValueError(f"{path} does not hold VecNormalize statistics")
     state = loaded.state
-    if not state.get("norm_obs", True) or state.get("obs_rms") is None:
-        return None
-    obs_rms = state["obs_rms"]
-    if not isinstance(obs_rms, RunningMeanStd):
-        raise ValueError(f"{path}: observation statistics of an unsupported type ({type(obs_rms).__name__})")
-    return obs_rms, float(state.get("clip_obs", 10.0)), float(state.get("epsilon", 1e-8))
+
+    def statistics(flag: str, key: str) -> RunningMeanStd | None:
+        value = state.get(key)
+        if not state.get(flag, True) or value is None:
+            return None
+        if not isinstance(value, RunningMeanStd):
+            raise ValueError(f"{path}: {key} of an unsupported type ({type(value).__name__})")
+        return value
+
+    return Normalization(
+        obs_rms=statistics("norm_obs", "obs_rms"),
+        clip_obs=float(state.get("clip_obs", 10.0)),
+        ret_rms=statistics("norm_reward", "ret_rms"),
+        clip_reward=float(state.get("clip_reward", 10.0)),
+        epsilon=float(state.get("epsilon", 1e-8)),
+    )
 
 
 def _read_config(path: Path | None) -> dict[str, Any]:
@@ -288,7 +309,7 @@ class Expert:
     :param model: the loaded SB3 / sb3-contrib model
     :param source: where it was loaded from (for messages)
     :param config: the zoo hyperparameters it was trained with (``config.yml``), if known
-    :param obs_normalization: frozen (obs_rms, clip_obs, epsilon) of its ``VecNormalize``, if any
+    :param normalization: frozen statistics of its ``VecNormalize``, if it was trained with one
     """
 
     def __init__(
@@ -296,7 +317,7 @@ class Expert:
         model: BaseAlgorithm,
         source: str = "<memory>",
         config: dict[str, Any] | None = None,
-        obs_normalization: tuple[RunningMeanStd, float, float] | None = None,
+        normalization: Normalization | None = None,
     ):
         self.model = model
         # Any: its critic / q_net / quantile_net depend on the algorithm (checked in ``kind``)
@@ -306,7 +327,7 @@ class Expert:
             param.requires_grad_(False)
         self.source = source
         self.config = dict(config or {})
-        self.obs_normalization = obs_normalization
+        self.normalization = normalization
         self.algo_name = type(model).__name__.lower()
         self.observation_space = model.observation_space
         self.action_space = model.action_space
@@ -361,10 +382,26 @@ class Expert:
     def normalize_obs(self, obs: np.ndarray) -> np.ndarray:
         """Apply the expert's frozen observation normalisation (identity if it had none)."""
         obs = np.asarray(obs, dtype=np.float32)
-        if self.obs_normalization is None:
+        norm = self.normalization
+        if norm is None or norm.obs_rms is None:
             return obs
-        rms, clip, eps = self.obs_normalization
-        return np.clip((obs - rms.mean) / np.sqrt(rms.var + eps), -clip, clip).astype(np.float32)
+        return np.clip(
+            (obs - norm.obs_rms.mean) / np.sqrt(norm.obs_rms.var + norm.epsilon), -norm.clip_obs, norm.clip_obs
+        ).astype(np.float32)
+
+    def normalize_reward(self, reward: np.ndarray) -> np.ndarray:
+        """Rewards on the scale the expert's value function was trained on (VecNormalize ``norm_reward``)."""
+        reward = np.asarray(reward, dtype=np.float32)
+        norm = self.normalization
+        if norm is None or norm.ret_rms is None:
+            return reward
+        scaled = reward / np.sqrt(norm.ret_rms.var + norm.epsilon)
+        return np.clip(scaled, -norm.clip_reward, norm.clip_reward).astype(np.float32)
+
+    @property
+    def gamma(self) -> float:
+        """Discount factor the expert was trained with (its V* and Q* are discounted with it)."""
+        return float(getattr(self.model, "gamma", 0.99))
 
     def obs_tensor(self, obs: np.ndarray) -> th.Tensor:
         """Environment observations -> the tensor the expert's networks expect."""
@@ -492,11 +529,11 @@ def load_expert(
         warnings.filterwarnings("ignore", message="You are probably loading a DQN model saved with SB3 < 2.4.0")
         model = algo_class.load(files.model, device=device, custom_objects=custom, **kwargs)
     config = _read_config(files.config)
-    obs_normalization = _load_obs_normalization(files.vecnormalize, trust) if files.vecnormalize else None
-    if obs_normalization is None and _normalize_flag(config):
+    normalization = _load_normalization(files.vecnormalize, trust) if files.vecnormalize else None
+    if normalization is None and _normalize_flag(config):
         raise ValueError(f"Expert {files.model} was trained with `normalize` but its vecnormalize.pkl is missing")
     source = str(ref) if ref.is_hub else str(files.model)
-    return Expert(model, source=source, config=config, obs_normalization=obs_normalization)
+    return Expert(model, source=source, config=config, normalization=normalization)
 
 
 def _policy_state(zip_path: Path) -> dict[str, th.Tensor]:

@@ -22,7 +22,7 @@ from torch.nn import functional as F
 
 from sb3ext.algos.aggrevated.policies import CnnPolicy, MlpPolicy
 from sb3ext.common.buffers import StateAggregationBuffer
-from sb3ext.common.experts import Q_CONTINUOUS, Q_DISCRETE, Expert, load_expert
+from sb3ext.common.experts import Q_CONTINUOUS, Q_DISCRETE, VALUE_ONLY, Expert, load_expert
 
 SelfAggreVaTeD = TypeVar("SelfAggreVaTeD", bound="AggreVaTeD")
 
@@ -58,7 +58,10 @@ class AggreVaTeD(PPO):
     surrogate on these samples, with their advantage against a per-state baseline:
 
     * continuous actions: K samples per state, leave-one-out baseline ``A_k = q_k - mean_{j!=k} q_j``;
-    * discrete actions: the exact expectation over all actions, baseline ``sum_a pi_old(a|s) Q*(s,a)``.
+    * discrete actions: the exact expectation over all actions, baseline ``sum_a pi_old(a|s) Q*(s,a)``;
+    * value-only experts (PPO, A2C: V* but no Q*): on the steps the learner itself executed in the
+      latest roll-in, ``A* = r + gamma V*(s') - V*(s)`` in the expert's reward scale (optionally
+      lambda-weighted), the estimator of the paper's authors.
 
     A value head is trained on the environment's returns throughout, so that after ``rl_switch``
     imitation iterations training can continue as plain PPO (GAE on the env reward) and surpass an
@@ -91,6 +94,8 @@ class AggreVaTeD(PPO):
     :param min_std: floor on the Gaussian standard deviation, as a fraction of the half action range
     :param rl_switch: None: imitate forever; an int N: switch to plain PPO after N imitation iterations;
         a pair [low, high]: switch after a number of iterations drawn uniformly in it (LOKI)
+    :param expert_gae_lambda: lambda of the value-only estimator, ``A*_t = sum_k (gamma lambda)^k delta*_{t+k}``
+        (0: the one-step ``r + gamma V*(s') - V*(s)``); unused with Q experts
     :param use_sde: not supported (must be False)
     :param target_kl: stop the epochs of an iteration when the approximate KL exceeds ``1.5 * target_kl``
     :param stats_window_size: Window size for the rollout logging
@@ -132,6 +137,7 @@ class AggreVaTeD(PPO):
         bound_coef: float = 1.0,
         min_std: float = 0.1,
         rl_switch: int | list[int] | tuple[int, int] | None = None,
+        expert_gae_lambda: float = 0.0,
         use_sde: bool = False,
         target_kl: float | None = 0.02,
         stats_window_size: int = 100,
@@ -183,12 +189,14 @@ class AggreVaTeD(PPO):
         self.bound_coef = bound_coef
         self.min_std = min_std
         self.rl_switch = rl_switch
+        self.expert_gae_lambda = expert_gae_lambda
         # Progress of the imitation phase: saved with the model, not reset by learn(reset_num_timesteps=True),
         # so that `-i` / a resumed checkpoint continues the beta schedule and the switch to RL.
         self.imitation_iterations = 0
         self.switch_iteration: int | None = None
         self._expert: Expert | None = None
         self._aggregation: StateAggregationBuffer | None = None
+        self._transitions: dict[str, list[np.ndarray]] = {}
         self._last_expert_fraction = 0.0
 
         if _init_setup_model:
@@ -219,6 +227,8 @@ class AggreVaTeD(PPO):
             raise bad("bound_coef", "a number >= 0")
         if self.min_std < 0:
             raise bad("min_std", "a number >= 0")
+        if not 0.0 <= float(self.expert_gae_lambda) <= 1.0:
+            raise bad("expert_gae_lambda", "a number in [0, 1]")
         switch = self.rl_switch
         if switch is not None:
             if isinstance(switch, (list, tuple)):
@@ -253,11 +263,11 @@ class AggreVaTeD(PPO):
         loaded = load_expert(expert, env_id=env_id, device=self.device)
         loaded.check_spaces(self.observation_space, self.action_space)
         wanted = Q_DISCRETE if isinstance(self.action_space, spaces.Discrete) else Q_CONTINUOUS
-        if loaded.kind != wanted:
+        if loaded.kind not in (wanted, VALUE_ONLY):
             raise ValueError(
                 f"Expert {loaded.source} ({loaded.algo_name}) cannot drive AggreVaTeD on this action space: "
                 f"{'a DQN or QR-DQN' if wanted == Q_DISCRETE else 'a SAC, TD3, DDPG or TQC'} expert "
-                "with a Q-function is needed"
+                "with a Q-function, or a PPO / A2C expert with a value function, is needed"
             )
         self._expert = loaded
         self.expert = expert
@@ -285,7 +295,7 @@ class AggreVaTeD(PPO):
         return float(self.beta_init) * float(self.beta_decay) ** self.imitation_iterations
 
     def _excluded_save_params(self) -> list[str]:
-        return [*super()._excluded_save_params(), "expert", "_expert", "_aggregation", "_mix_rng"]
+        return [*super()._excluded_save_params(), "expert", "_expert", "_aggregation", "_mix_rng", "_transitions"]
 
     # ------------------------------------------------------------------ roll-in
     def _original_obs(self, env: VecEnv) -> np.ndarray:
@@ -294,6 +304,30 @@ class AggreVaTeD(PPO):
         if vec_normalize is not None:
             return vec_normalize.get_original_obs()  # type: ignore[return-value]
         return self._last_obs  # type: ignore[return-value]
+
+    def _record_transition(
+        self, expert: Expert, new_obs: Any, rewards: np.ndarray, dones: np.ndarray, infos: list[dict[str, Any]]
+    ) -> None:
+        """Store r, s' and termination of one vectorised step, in the expert's view and reward scale."""
+        vec_normalize = self.get_vec_normalize_env()
+        if vec_normalize is not None:
+            raw_rewards = np.array(vec_normalize.get_original_reward())
+            next_obs = np.array(vec_normalize.get_original_obs())
+        else:
+            raw_rewards = np.array(rewards)  # a copy: SB3's time-limit bootstrap modifies `rewards` later
+            next_obs = np.array(new_obs)
+        terminated = np.zeros(len(dones), dtype=bool)
+        for idx, done in enumerate(dones):
+            if done:
+                terminated[idx] = not infos[idx].get("TimeLimit.truncated", False)
+                terminal = infos[idx].get("terminal_observation")
+                if terminal is not None:
+                    # VecNormalize normalises the terminal observation too: undo it (exact up to its clipping)
+                    next_obs[idx] = vec_normalize.unnormalize_obs(terminal) if vec_normalize is not None else terminal
+        self._transitions.setdefault("rewards", []).append(expert.normalize_reward(raw_rewards))
+        self._transitions.setdefault("next_expert_obs", []).append(expert.normalize_obs(next_obs))
+        self._transitions.setdefault("terminated", []).append(terminated)
+        self._transitions.setdefault("dones", []).append(np.asarray(dones, dtype=bool))
 
     def collect_rollouts(
         self,
@@ -324,6 +358,7 @@ class AggreVaTeD(PPO):
         n_expert_actions = 0
 
         callback.on_rollout_start()
+        self._transitions = {}
 
         while n_steps < n_rollout_steps:
             if self.use_sde and self.sde_sample_freq > 0 and n_steps % self.sde_sample_freq == 0:
@@ -342,6 +377,9 @@ class AggreVaTeD(PPO):
                 expert_obs = expert.normalize_obs(self._original_obs(env))
                 self._aggregation.add(np.asarray(self._last_obs, dtype=np.float32), expert_obs)
                 use_expert = self._mix_rng.random(env.num_envs) < beta
+                if expert.kind == VALUE_ONLY:
+                    self._transitions.setdefault("expert_obs", []).append(expert_obs)
+                    self._transitions.setdefault("use_expert", []).append(use_expert)
                 if use_expert.any():
                     expert_actions = expert.act(expert_obs)
                     actions = np.where(
@@ -368,6 +406,10 @@ class AggreVaTeD(PPO):
             new_obs, rewards, dones, infos = env.step(clipped_actions)
 
             self.num_timesteps += env.num_envs
+
+            # sb3ext: transitions for a value-only expert, as the env emitted them (before any bootstrap)
+            if imitating and expert is not None and expert.kind == VALUE_ONLY:
+                self._record_transition(expert, new_obs, rewards, dones, infos)
 
             # Give access to local variables
             callback.update_locals(locals())
@@ -477,11 +519,49 @@ class AggreVaTeD(PPO):
         data["advantages"] = advantages
         return data, stats
 
+    def _value_expert_samples(self) -> tuple[th.Tensor, dict[str, th.Tensor], dict[str, th.Tensor]]:
+        """Learner-executed steps of the latest roll-in with A* = r + gamma V*(s') - V*(s) (lambda-weighted).
+
+        :return: (learner observations, tensors for the update, statistics to log)
+        """
+        assert self._expert is not None
+        expert = self._expert
+        record = {key: np.stack(values) for key, values in self._transitions.items()}  # (n_steps, n_envs, ...)
+        n_steps, n_envs = record["use_expert"].shape
+        with th.no_grad():
+            values = expert.value(th.as_tensor(record["expert_obs"].reshape(n_steps * n_envs, -1), device=self.device))
+            next_values = expert.value(
+                th.as_tensor(record["next_expert_obs"].reshape(n_steps * n_envs, -1), device=self.device)
+            )
+        values_np = values.cpu().numpy().reshape(n_steps, n_envs)
+        next_values_np = next_values.cpu().numpy().reshape(n_steps, n_envs)
+        gamma, lam = expert.gamma, float(self.expert_gae_lambda)
+        deltas = record["rewards"] + gamma * next_values_np * (1.0 - record["terminated"]) - values_np
+        advantages = np.zeros_like(deltas)
+        running = np.zeros(n_envs, dtype=np.float32)
+        for step in reversed(range(n_steps)):
+            running = deltas[step] + gamma * lam * (1.0 - record["dones"][step]) * running
+            advantages[step] = running
+        learner_steps = ~record["use_expert"]
+        buffer = self.rollout_buffer
+        obs = th.as_tensor(buffer.observations[learner_steps], device=self.device)
+        actions = th.as_tensor(buffer.actions[learner_steps], device=self.device)
+        log_prob_old = th.as_tensor(buffer.log_probs[learner_steps], device=self.device)
+        adv = th.as_tensor(advantages[learner_steps], device=self.device, dtype=th.float32)
+        stats = {
+            "expert_value_mean": values.mean(),
+            "expert_advantage_mean": adv.mean() if len(adv) else th.zeros(()),
+            "learner_steps": th.tensor(float(len(adv))),
+        }
+        if self.normalize_advantage and len(adv) > 1:
+            adv = adv / (adv.std() + 1e-8)
+        return obs, {"actions": actions[None], "log_prob_old": log_prob_old[None], "advantages": adv[None]}, stats
+
     def _policy_loss(self, data: dict[str, Any], idx: th.Tensor, obs: th.Tensor, clip_range: float) -> dict[str, th.Tensor]:
         """PPO-clipped surrogate of the AggreVaTeD objective on the scored samples of the states ``idx``."""
         distribution = self.policy.get_distribution(obs)
         torch_dist = _torch_distribution(distribution)
-        if isinstance(self.action_space, spaces.Discrete):
+        if "probs_old" in data:  # discrete actions, exact expectation over all actions
             probs_old = data["probs_old"][idx]
             advantages = data["advantages"][idx]
             log_probs = torch_dist.logits.log_softmax(dim=-1)
@@ -494,19 +574,24 @@ class AggreVaTeD(PPO):
             approx_kl = (probs_old * (log_probs_old - log_probs)).sum(dim=-1).mean()
             bound_penalty = th.zeros((), device=self.device)
         else:
+            # sampled actions: K fresh samples per state (Q* experts) or the executed one (value-only experts)
             actions = data["actions"][:, idx]
             advantages = data["advantages"][:, idx]
-            log_prob = torch_dist.log_prob(actions).sum(dim=-1)
+            if isinstance(self.action_space, spaces.Discrete):
+                log_prob = torch_dist.log_prob(actions.long().squeeze(-1))
+            else:
+                log_prob = torch_dist.log_prob(actions).sum(dim=-1)
             log_ratio = log_prob - data["log_prob_old"][:, idx]
             ratio = th.exp(log_ratio)
             policy_loss = -th.min(advantages * ratio, advantages * th.clamp(ratio, 1 - clip_range, 1 + clip_range)).mean()
             clip_fraction = ((ratio - 1).abs() > clip_range).float().mean()
             approx_kl = ((ratio - 1) - log_ratio).mean()
-            assert isinstance(self.action_space, spaces.Box)
-            low = th.as_tensor(self.action_space.low, device=self.device)
-            high = th.as_tensor(self.action_space.high, device=self.device)
-            normalized_mean = 2.0 * (torch_dist.mean - low) / (high - low) - 1.0
-            bound_penalty = (F.relu(normalized_mean.abs() - 1.0) ** 2).sum(dim=-1).mean()
+            bound_penalty = th.zeros((), device=self.device)
+            if isinstance(self.action_space, spaces.Box):
+                low = th.as_tensor(self.action_space.low, device=self.device)
+                high = th.as_tensor(self.action_space.high, device=self.device)
+                normalized_mean = 2.0 * (torch_dist.mean - low) / (high - low) - 1.0
+                bound_penalty = (F.relu(normalized_mean.abs() - 1.0) ** 2).sum(dim=-1).mean()
         entropy = distribution.entropy()
         entropy_loss = -th.mean(entropy) if entropy is not None else th.zeros((), device=self.device)
         return {
@@ -539,11 +624,13 @@ class AggreVaTeD(PPO):
         self._update_learning_rate(self.policy.optimizer)
         clip_range = self.clip_range(self._current_progress_remaining)  # type: ignore[operator]
 
-        learner_np, expert_np = self._aggregation.get()
-        learner_obs = th.as_tensor(learner_np, device=self.device)
-        expert_obs = th.as_tensor(expert_np, device=self.device)
+        if self._expert.kind == VALUE_ONLY:
+            learner_obs, data, stats = self._value_expert_samples()
+        else:
+            learner_np, expert_np = self._aggregation.get()
+            learner_obs = th.as_tensor(learner_np, device=self.device)
+            data, stats = self._score_states(th.as_tensor(expert_np, device=self.device), learner_obs)
         n_states = len(learner_obs)
-        data, stats = self._score_states(expert_obs, learner_obs)
 
         # Value head: regression on the env's returns of the latest roll-in (kept for the RL phase)
         rollout = next(self.rollout_buffer.get(batch_size=None))
