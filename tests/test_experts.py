@@ -341,3 +341,39 @@ def test_self_made_experts_load_safely_and_answer(algo_name: str, tmp_path: Path
             assert expert.kind == VALUE_ONLY
             with pytest.raises(TypeError, match="no Q"):
                 expert.q_all(obs)
+
+
+def test_hopper_expert_acts_in_its_wrapped_env() -> None:
+    """HopperBulletEnv-v0 (pybullet_envs_gymnasium) with the TimeFeatureWrapper named in the expert's config.yml."""
+    expert = load_expert(shared_expert("ddpg/HopperBulletEnv-v0_1"))
+    env = expert.make_env("HopperBulletEnv-v0")
+    expert.check_spaces(env.observation_space, env.action_space)
+    with pytest.raises(ValueError, match="trained with env_wrapper 'sb3_contrib.common.wrappers.TimeFeatureWrapper'"):
+        expert.check_spaces(env.unwrapped.observation_space, env.action_space)
+    returns = []
+    for seed in (1, 2):
+        obs, _ = env.reset(seed=seed)
+        total, done = 0.0, False
+        while not done:
+            obs, reward, terminated, truncated, _ = env.step(expert.predict(obs[None])[0][0])
+            total += float(reward)
+            done = terminated or truncated
+        returns.append(total)
+    assert np.mean(returns) > 800, f"the DDPG Hopper expert should hop (random: ~20), got {returns}"
+    obs_t = expert.obs_tensor(obs[None])
+    assert expert.q_values(obs_t, th.as_tensor(expert.predict(obs[None])[0])).shape == (1,)
+
+
+def test_env_wrappers_from_config_are_allow_listed(tmp_path: Path) -> None:
+    folder = _copy_expert(tmp_path)
+    marker = tmp_path / "marker"
+    (folder / "Pendulum-v1" / "config.yml").write_text("env_wrapper: os.system\n")
+    expert = load_expert(folder)
+    with pytest.raises(UnsafeObjectError, match=r"refused env_wrapper 'os.system' from its config.yml"):
+        expert.make_env("Pendulum-v1")
+    assert not marker.exists()
+    (folder / "Pendulum-v1" / "config.yml").write_text(
+        "env_wrapper:\n  - gymnasium.wrappers.TimeLimit: {max_episode_steps: 50}\n"
+    )
+    env = load_expert(folder).make_env("Pendulum-v1")
+    assert isinstance(env, gym.wrappers.TimeLimit) and env._max_episode_steps == 50  # rl_zoo3 subclasses TimeLimit

@@ -57,6 +57,15 @@ _SCHEDULE_GLOBAL_MODULES = ("cloudpickle", "copyreg", "types")
 _SCHEDULE_GLOBAL_NAMES = {("builtins", "float"), ("builtins", "int"), ("builtins", "getattr"), ("__builtin__", "getattr")}
 
 
+#: Modules whose classes a zoo ``config.yml`` may name as ``env_wrapper``.
+_ALLOWED_WRAPPER_MODULES = (
+    "sb3_contrib.common.wrappers.",
+    "rl_zoo3.wrappers.",
+    "gymnasium.wrappers.",
+    "stable_baselines3.common.atari_wrappers.",
+)
+
+
 def _policy_allow_list() -> dict[tuple[str, str], tuple[type[BasePolicy], type[BaseAlgorithm]]]:
     """(module, class name) of every SB3 / sb3-contrib policy class -> (class, algorithm to load it with)."""
     import importlib
@@ -359,6 +368,38 @@ class Expert:
             return float(th.exp(log_ent_coef.detach()).item())
         ent_coef = getattr(self.model, "ent_coef_tensor", None)
         return float(ent_coef.item()) if ent_coef is not None else None
+
+    def wrapper_classes(self) -> list[tuple[type, dict[str, Any]]]:
+        """The expert's ``env_wrapper`` classes and kwargs, imported only from an allow-list of wrapper modules."""
+        import importlib
+
+        value = self.env_wrapper
+        entries = value if isinstance(value, list) else [] if value is None else [value]
+        wrappers: list[tuple[type, dict[str, Any]]] = []
+        for entry in entries:
+            name, kwargs = next(iter(entry.items())) if isinstance(entry, dict) else (entry, None)
+            if not isinstance(name, str) or not name.startswith(_ALLOWED_WRAPPER_MODULES):
+                raise UnsafeObjectError(
+                    f"{self.source}: refused env_wrapper {name!r} from its config.yml "
+                    f"(allowed modules: {', '.join(m.rstrip('.') for m in _ALLOWED_WRAPPER_MODULES)})"
+                )
+            module_name, class_name = name.rsplit(".", 1)
+            wrappers.append((getattr(importlib.import_module(module_name), class_name), dict(kwargs or {})))
+        return wrappers
+
+    def make_env(self, env_id: str, **env_kwargs: Any) -> Any:
+        """``gym.make(env_id)`` wrapped in the expert's own ``env_wrapper`` s (e.g. TimeFeatureWrapper)."""
+        import gymnasium as gym
+
+        try:
+            env = gym.make(env_id, **env_kwargs)
+        except gym.error.NameNotFound:
+            import rl_zoo3.import_envs  # noqa: F401 - registers pybullet_envs_gymnasium and other env packages
+
+            env = gym.make(env_id, **env_kwargs)
+        for wrapper, kwargs in self.wrapper_classes():
+            env = wrapper(env, **kwargs)
+        return env
 
     def __repr__(self) -> str:
         return f"Expert({self.algo_name}, {self.kind}, source={self.source!r})"
