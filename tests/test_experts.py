@@ -14,7 +14,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 import torch as th
-from stable_baselines3 import DDPG, DQN, SAC
+from stable_baselines3 import DDPG, DQN, PPO, SAC
 from stable_baselines3.common.utils import ConstantSchedule
 
 from sb3ext.common.experts import Q_CONTINUOUS, Q_DISCRETE, VALUE_ONLY, load_expert
@@ -106,25 +106,66 @@ def _trusted_custom_objects(env_id: str) -> dict:
     "folder,env_id,algo",
     [
         ("sac/Pendulum-v1_1", "Pendulum-v1", SAC),
+        ("sac/MountainCarContinuous-v0_1", "MountainCarContinuous-v0", SAC),
         ("ddpg/LunarLanderContinuous-v2_1", "LunarLanderContinuous-v3", DDPG),
+        ("ddpg/HopperBulletEnv-v0_1", "HopperBulletEnv-v0", DDPG),
         ("dqn/CartPole-v1_1", "CartPole-v1", DQN),
+        ("dqn/Acrobot-v1_1", "Acrobot-v1", DQN),
+        ("ppo/BipedalWalker-v3_1", "BipedalWalker-v3", PPO),
+        ("ppo/BipedalWalkerHardcore-v3_1", "BipedalWalkerHardcore-v3", PPO),
     ],
 )
 def test_safe_load_matches_a_trusted_load(folder: str, env_id: str, algo: type) -> None:
+    """Actions, Q-values / values and observation statistics equal SB3's own (unpickling) load's."""
     path = shared_expert(folder)
     expert = load_expert(path)
-    extra = {"buffer_size": 1}
-    trusted = algo.load(next(path.glob("*.zip")), custom_objects=_trusted_custom_objects(env_id), device="cpu", **extra)
-    states = visited_states(expert, env_id, 64)
-    np.testing.assert_array_equal(trusted.predict(states, deterministic=True)[0], expert.predict(states)[0])
-    obs = th.as_tensor(states)
+    import pybullet_envs_gymnasium  # noqa: F401 - registers HopperBulletEnv-v0
+
+    custom = {**_trusted_custom_objects(env_id), "observation_space": expert.observation_space}
+    extra = {} if algo is PPO else {"buffer_size": 1}
+    trusted = algo.load(next(path.glob("*.zip")), custom_objects=custom, device="cpu", **extra)
+    rng = np.random.default_rng(0)
+    states = rng.normal(size=(64, *expert.observation_space.shape)).astype(np.float32)
+    normalized = states
+    if expert.normalization is not None:
+        # the reference statistics come from SB3's own VecNormalize unpickling the file (old gym spaces mapped)
+        reference = _trusted_vecnormalize(next(path.glob("*/vecnormalize.pkl")))
+        normalized = reference.normalize_obs(states)
+        np.testing.assert_allclose(expert.normalize_obs(states), normalized, rtol=1e-6, atol=1e-6)
+    np.testing.assert_array_equal(trusted.predict(normalized, deterministic=True)[0], expert.predict(states)[0])
+    obs = th.as_tensor(normalized)
     if algo is DQN:
         th.testing.assert_close(trusted.policy.q_net(obs), expert.q_all(obs), rtol=0, atol=0)
+    elif algo is PPO:
+        th.testing.assert_close(trusted.policy.predict_values(obs).flatten(), expert.value(obs), rtol=0, atol=0)
     else:
-        actions = th.as_tensor(np.random.default_rng(1).uniform(-1, 1, (64, *expert.action_space.shape)), dtype=th.float32)
-        env_actions = th.as_tensor(trusted.policy.unscale_action(actions.numpy()))
-        trusted_q = th.min(th.cat(trusted.policy.critic(obs, actions), dim=1), dim=1).values
-        th.testing.assert_close(trusted_q, expert.q_values(obs, env_actions), rtol=1e-6, atol=1e-5)
+        space = expert.action_space
+        env_actions = rng.uniform(space.low, space.high, (64, *space.shape)).astype(np.float32)
+        scaled = th.as_tensor(trusted.policy.scale_action(env_actions))
+        trusted_q = th.min(th.cat(trusted.policy.critic(obs, scaled), dim=1), dim=1).values
+        th.testing.assert_close(trusted_q, expert.q_values(obs, th.as_tensor(env_actions)), rtol=0, atol=0)
+
+
+def _trusted_vecnormalize(path: Path):
+    """SB3's VecNormalize state from plain pickle (old ``gym`` module names redirected to gymnasium)."""
+    import sys
+    import types
+
+    import gymnasium
+
+    fake_gym = types.ModuleType("gym")
+    fake_gym.spaces = gymnasium.spaces
+    saved = {name: sys.modules.get(name) for name in ("gym", "gym.spaces", "gym.spaces.box")}
+    sys.modules.update({"gym": fake_gym, "gym.spaces": gymnasium.spaces, "gym.spaces.box": gymnasium.spaces.box})
+    try:
+        with open(path, "rb") as handle:
+            return pickle.load(handle)
+    finally:
+        for name, module in saved.items():
+            if module is None:
+                sys.modules.pop(name, None)
+            else:
+                sys.modules[name] = module
 
 
 def test_pendulum_critic_receives_scaled_actions() -> None:

@@ -486,7 +486,7 @@ class Expert:
             obs = obs.unsqueeze(0).expand(actions.shape[0], *obs.shape).reshape(-1, *obs.shape[1:])
         low = th.as_tensor(self.action_space.low, device=self.device)
         high = th.as_tensor(self.action_space.high, device=self.device)
-        scaled = 2.0 * (flat_actions.clamp(low, high) - low) / (high - low) - 1.0
+        scaled = 2.0 * ((flat_actions.clamp(low, high) - low) / (high - low)) - 1.0  # SB3's scale_action, in torch
         q = self.policy.critic(obs, scaled)
         if isinstance(q, th.Tensor):  # TQC: (N, n_critics, n_quantiles)
             values = q.mean(dim=(1, 2))
