@@ -7,7 +7,7 @@ Called by :mod:`sb3ext._hook` right after each zoo module in its target list is 
 * ``rl_zoo3.import_envs``: our Gymnasium environments (the zoo checks the registry first).
 * ``rl_zoo3.hyperparams_opt``: Optuna samplers/converters for our algorithms, where defined.
 * ``rl_zoo3.exp_manager``: the default hyperparameter file of our algorithms
-  (``hyperparams/<algo>.yml`` shipped with sb3ext), so no ``-conf`` is needed.
+  (``hyperparams/<algo>.yml`` shipped with sb3ext), so no ``-conf`` is needed; ``--trial-id 0`` honoured.
 * ``huggingface_sb3``: repairs of the zoo's Hub scripts on this stack (see :func:`repair_huggingface_sb3`).
 """
 
@@ -58,6 +58,13 @@ def register_samplers(opt_module: ModuleType) -> None:
     opt_module.HYPERPARAMS_CONVERTER.update(CONVERTERS)
 
 
+class TrialId(int):
+    """An Optuna trial number that is true even when it is 0 (repairs ``--trial-id 0`` in the zoo)."""
+
+    def __bool__(self) -> bool:
+        return True
+
+
 def patch_experiment_manager(exp_module: ModuleType) -> None:
     """Make ``ExperimentManager`` default to sb3ext's YAML file for sb3ext algorithms."""
     manager = exp_module.ExperimentManager
@@ -72,6 +79,9 @@ def patch_experiment_manager(exp_module: ModuleType) -> None:
         bound = signature.bind(self, *args, **kwargs)
         if not bound.arguments.get("config") and self.algo in ALGORITHMS:
             self.config = str(hyperparams_path(self.algo))
+        if self.trial_id == 0 and not isinstance(self.trial_id, TrialId):
+            # the zoo tests `if ... and self.trial_id:`, so `--trial-id 0` was silently ignored
+            self.trial_id = TrialId(0)
 
     __init__._sb3ext_wrapped = True  # type: ignore[attr-defined]
     manager.__init__ = __init__

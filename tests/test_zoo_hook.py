@@ -54,3 +54,21 @@ def test_the_zoo_uses_sb3ext_yaml_only_for_sb3ext_algorithms() -> None:
     assert ours.endswith("hyperparams/aggrevated.yml") and "rl_zoo3" not in ours
     assert zoo.endswith("rl_zoo3/hyperparams/ppo.yml")
     assert explicit == "mine.yml"
+
+
+def test_trial_id_zero_is_honoured_and_the_console_script_works() -> None:
+    result = run_python(
+        "import argparse, sb3ext._hook\n"
+        "from rl_zoo3.exp_manager import ExperimentManager\n"
+        "m = ExperimentManager(argparse.Namespace(), 'ppo', 'Pendulum-v1', 'logs', n_timesteps=1, trial_id=0)\n"
+        "print(bool(m.trial_id), m.trial_id == 0, [10, 11][m.trial_id])\n"
+        "m = ExperimentManager(argparse.Namespace(), 'ppo', 'Pendulum-v1', 'logs', n_timesteps=1)\n"
+        "print(m.trial_id)\n"
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["True", "True", "10", "None"]
+    cli = subprocess.run(
+        [sys.executable, "-m", "rl_zoo3.cli", "train", "--help"], capture_output=True, text=True, cwd=ROOT, timeout=300
+    )
+    assert cli.returncode == 0, cli.stderr
+    assert "aggrevated" in cli.stdout
