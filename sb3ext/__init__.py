@@ -1,14 +1,10 @@
 """sb3ext: algorithms, environments and rl-zoo3 plug-ins for Stable-Baselines3.
 
 Importing ``sb3ext`` is cheap: the algorithms are imported on first attribute access, so the
-interpreter-start hook (``sb3ext._hook``) costs nothing until rl_zoo3 is imported.
+interpreter-start hook (``sb3ext._hook``) costs nothing until gymnasium or rl_zoo3 is imported.
 """
 
-from importlib import import_module
-from pathlib import Path
-from typing import Any
-
-__version__ = (Path(__file__).parent / "version.txt").read_text().strip()
+__version__ = "0.1.0"
 
 _LAZY = {
     "AggreVaTeD": "sb3ext.algos.aggrevated",
@@ -19,7 +15,9 @@ _LAZY = {
 __all__ = ["__version__", *_LAZY]
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> object:
     if name in _LAZY:
-        return getattr(import_module(_LAZY[name]), name)
+        import importlib
+
+        return getattr(importlib.import_module(_LAZY[name]), name)
     raise AttributeError(f"module 'sb3ext' has no attribute {name!r}")

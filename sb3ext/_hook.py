@@ -1,57 +1,58 @@
-"""Interpreter-start hook that plugs sb3ext into an unmodified rl-zoo3.
+"""Interpreter-start hook that plugs sb3ext into gymnasium's registry and an unmodified rl-zoo3.
 
 ``sb3ext-zoo.pth`` (installed at the root of site-packages) imports this module at every
-interpreter start. It only installs a ``sys.meta_path`` finder: standard library only, no import
-of rl_zoo3, torch or gymnasium. When one of the zoo modules in ``_TARGETS`` finishes executing,
-the finder calls :func:`sb3ext.zoo.on_zoo_import`, which registers our algorithms, samplers,
-default hyperparameter files and environments in it.
+interpreter start. It only installs a ``sys.meta_path`` finder and imports nothing beyond ``sys``
+(no rl_zoo3, torch, gymnasium, typing or importlib.abc: interpreter start stays as fast as it was).
+When one of the modules in ``_TARGETS`` finishes executing, the finder calls
+:func:`sb3ext.zoo.on_zoo_import`, which registers our environment ids in gymnasium's registry
+(string entry points only, so ``gym.make("sb3ext/...")`` works in every process, SubprocVecEnv
+workers included) and our algorithms, samplers and default hyperparameter files in the zoo.
 
-The hook is idempotent (installing it twice keeps one finder) and never breaks the zoo: any
-error in the registration is turned into a warning.
+The hook is idempotent (installing it twice keeps one finder) and never breaks the importing
+program: any error in the registration is turned into a warning.
 """
 
 from __future__ import annotations
 
-import importlib.abc
-import importlib.machinery
 import sys
-import warnings
-from types import ModuleType
-from typing import Any
 
 _TARGETS = frozenset(
-    {"rl_zoo3.utils", "rl_zoo3.hyperparams_opt", "rl_zoo3.exp_manager", "rl_zoo3.import_envs", "huggingface_sb3"}
+    {"gymnasium", "rl_zoo3.utils", "rl_zoo3.hyperparams_opt", "rl_zoo3.exp_manager", "rl_zoo3.import_envs", "huggingface_sb3"}
 )
 
 
-def _after_import(module: ModuleType) -> None:
+def _after_import(module) -> None:  # type: ignore[no-untyped-def]
     try:
         from sb3ext.zoo import on_zoo_import
 
         on_zoo_import(module)
-    except Exception as exc:  # never break the zoo
+    except Exception as exc:  # never break the importing program
+        import warnings
+
         warnings.warn(f"sb3ext could not register itself in {module.__name__}: {exc!r}", RuntimeWarning, stacklevel=2)
 
 
-class _LoaderProxy(importlib.abc.Loader):
-    def __init__(self, loader: importlib.abc.Loader) -> None:
+class _LoaderProxy:
+    """Delegates to the real loader and runs the registration once the module has executed."""
+
+    def __init__(self, loader) -> None:  # type: ignore[no-untyped-def]
         self._loader = loader
 
-    def create_module(self, spec: importlib.machinery.ModuleSpec) -> ModuleType | None:
+    def create_module(self, spec):  # type: ignore[no-untyped-def]
         return self._loader.create_module(spec)
 
-    def exec_module(self, module: ModuleType) -> None:
+    def exec_module(self, module) -> None:  # type: ignore[no-untyped-def]
         self._loader.exec_module(module)
         _after_import(module)
 
-    def __getattr__(self, name: str) -> Any:
+    def __getattr__(self, name: str):  # type: ignore[no-untyped-def]
         return getattr(self._loader, name)
 
 
-class ZooImportHook(importlib.abc.MetaPathFinder):
-    """Wraps the loaders of the zoo modules in ``_TARGETS`` to run sb3ext's registration."""
+class ZooImportHook:
+    """``sys.meta_path`` finder wrapping the loaders of the modules in ``_TARGETS``."""
 
-    def find_spec(self, fullname: str, path: Any = None, target: ModuleType | None = None) -> Any:
+    def find_spec(self, fullname: str, path=None, target=None):  # type: ignore[no-untyped-def]
         if fullname not in _TARGETS:
             return None
         for finder in sys.meta_path:
@@ -60,14 +61,14 @@ class ZooImportHook(importlib.abc.MetaPathFinder):
             spec = finder.find_spec(fullname, path, target)
             if spec is not None:
                 if spec.loader is not None and not isinstance(spec.loader, _LoaderProxy):
-                    spec.loader = _LoaderProxy(spec.loader)
+                    spec.loader = _LoaderProxy(spec.loader)  # type: ignore[assignment]
                 return spec
         return None
 
 
 def install() -> None:
-    """Install the finder once, and register in zoo modules that are already imported."""
-    if not any(isinstance(finder, ZooImportHook) for finder in sys.meta_path):
+    """Install the finder once, and register in target modules that are already imported."""
+    if not any(type(finder).__name__ == "ZooImportHook" for finder in sys.meta_path):
         sys.meta_path.insert(0, ZooImportHook())
     for name in sorted(_TARGETS):
         module = sys.modules.get(name)
@@ -78,4 +79,6 @@ def install() -> None:
 try:
     install()
 except Exception as exc:  # pragma: no cover - defensive: a .pth line must never fail
-    warnings.warn(f"sb3ext could not install its rl_zoo3 hook: {exc!r}", RuntimeWarning, stacklevel=1)
+    import warnings
+
+    warnings.warn(f"sb3ext could not install its import hook: {exc!r}", RuntimeWarning, stacklevel=1)

@@ -1,6 +1,6 @@
 """rl-zoo3 plug-in: everything sb3ext registers in an unmodified zoo, in one place.
 
-Called by :mod:`sb3ext._hook` right after each zoo module in its target list is imported
+Called by :mod:`sb3ext._hook` right after gymnasium and each zoo module in its target list is imported
 (and safe to call by hand, e.g. ``sb3ext.zoo.register()``). Registration is idempotent.
 
 * ``rl_zoo3.utils``: our algorithms in ``ALGOS`` (``--algo`` choices, ``enjoy``, ``-i``).
@@ -128,7 +128,9 @@ def repair_huggingface_sb3(module: ModuleType) -> None:
 
 def on_zoo_import(module: ModuleType) -> None:
     name = module.__name__
-    if name == "rl_zoo3.utils":
+    if name == "gymnasium":
+        register_envs()
+    elif name == "rl_zoo3.utils":
         register_algorithms(module)
         register_envs()
     elif name == "rl_zoo3.import_envs":

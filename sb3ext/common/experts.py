@@ -465,8 +465,23 @@ class Expert:
         return self.act(self.normalize_obs(observation)), None
 
     def act(self, expert_obs: np.ndarray) -> np.ndarray:
-        """Deterministic expert actions (env units) for observations already normalised for the expert."""
-        actions, _ = self.policy.predict(expert_obs, deterministic=True)
+        """Deterministic expert actions (env units) for a batch of observations already normalised for the expert.
+
+        The same computation as SB3's ``policy.predict(obs, deterministic=True)``, without its per-call checks.
+        """
+        if len(self.observation_space.shape or ()) != 1:  # images etc.: let SB3 handle preprocessing and layout
+            actions, _ = self.policy.predict(expert_obs, deterministic=True)
+            return actions
+        with th.no_grad():
+            obs_shape = tuple(self.observation_space.shape or ())
+            obs = th.as_tensor(np.asarray(expert_obs, dtype=np.float32), device=self.device).reshape(-1, *obs_shape)
+            actions = self.policy._predict(obs, deterministic=True).cpu().numpy()
+        actions = actions.reshape((-1, *(self.action_space.shape or ())))
+        if isinstance(self.action_space, spaces.Box):
+            if self.policy.squash_output:
+                actions = self.policy.unscale_action(actions)
+            else:
+                actions = np.clip(actions, self.action_space.low, self.action_space.high)
         return actions
 
     @th.no_grad()

@@ -368,8 +368,13 @@ class AggreVaTeD(PPO):
             with th.no_grad():
                 # Convert to pytorch tensor or to TensorDict
                 obs_tensor = obs_as_tensor(self._last_obs, self.device)  # type: ignore[arg-type]
-                actions, values, log_probs = self.policy(obs_tensor)
-            actions = actions.cpu().numpy()
+                # sb3ext: keep the learner's distribution (instead of `self.policy(obs_tensor)`), so that executed
+                # expert actions get their learner log-probs without a second forward pass
+                distribution = self.policy.get_distribution(obs_tensor)
+                action_tensor = distribution.get_actions()
+                log_probs = distribution.log_prob(action_tensor)
+                values = self.policy.predict_values(obs_tensor)
+            actions = action_tensor.cpu().numpy().reshape((-1, *(self.action_space.shape or ())))
 
             # sb3ext: remember the visited states (learner's and expert's view); mix expert actions in
             if imitating and expert is not None:
@@ -387,7 +392,7 @@ class AggreVaTeD(PPO):
                     )
                     # Old log-probs in the buffer always come from the learner, also for executed expert actions
                     with th.no_grad():
-                        _, log_probs, _ = self.policy.evaluate_actions(obs_tensor, th.as_tensor(actions, device=self.device))
+                        log_probs = distribution.log_prob(th.as_tensor(actions, device=self.device))
                     n_expert_actions += int(use_expert.sum())
 
             # Rescale and perform action

@@ -1,0 +1,112 @@
+"""One PyBullet physics client per environment, and the few operations sb3ext's envs need.
+
+``render_mode="human"`` opens the GUI; anything else (``None``, ``"rgb_array"``) a DIRECT client
+rendered with the TinyRenderer (headless, no display needed). Every call passes this client's
+id; URDFs are loaded by absolute path from the package's ``assets`` (no process-wide search path).
+"""
+
+from __future__ import annotations
+
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+
+def asset_path(name: str) -> Path:
+    """Absolute path of a URDF shipped in ``sb3ext/envs/assets``."""
+    path = Path(str(resources.files("sb3ext.envs") / "assets" / name))
+    if not path.is_file():
+        raise FileNotFoundError(f"sb3ext asset {name!r} not found at {path}")
+    return path
+
+
+class BulletSim:
+    """A PyBullet client owned by one environment.
+
+    :param render_mode: None, "rgb_array" (DIRECT + TinyRenderer) or "human" (GUI)
+    :param timestep: physics time step in seconds
+    :param gravity: gravity along z (m/s^2)
+    """
+
+    def __init__(self, render_mode: str | None = None, timestep: float = 0.01, gravity: float = -9.81):
+        import os
+
+        import pybullet
+        from pybullet_utils.bullet_client import BulletClient
+
+        if render_mode == "human" and not os.environ.get("DISPLAY"):
+            # pybullet's GUI connection exits the whole process when there is no X server
+            raise RuntimeError("render_mode='human' needs a display (DISPLAY is not set); use render_mode='rgb_array'")
+        self.p = pybullet
+        self.render_mode = render_mode
+        self.client = BulletClient(connection_mode=pybullet.GUI if render_mode == "human" else pybullet.DIRECT)
+        self.timestep = timestep
+        self.client.setTimeStep(timestep)
+        self.client.setGravity(0.0, 0.0, gravity)
+        self._closed = False
+
+    @property
+    def id(self) -> int:
+        return int(self.client._client)
+
+    def load_urdf(self, name: str, position: tuple[float, float, float] = (0.0, 0.0, 0.0), fixed: bool = False) -> int:
+        return int(self.client.loadURDF(str(asset_path(name)), basePosition=position, useFixedBase=fixed))
+
+    def joint_index(self, body: int, name: str) -> int:
+        for index in range(self.client.getNumJoints(body)):
+            if self.client.getJointInfo(body, index)[1].decode() == name:
+                return index
+        raise KeyError(f"no joint {name!r} in body {body}")
+
+    def free_joints(self, body: int, joints: list[int]) -> None:
+        """Disable the default velocity motor of the joints (it would brake them) so torques/forces act freely."""
+        for joint in joints:
+            self.client.setJointMotorControl2(body, joint, self.p.VELOCITY_CONTROL, force=0.0)
+
+    def apply_joint_forces(self, body: int, joints: list[int], forces: list[float]) -> None:
+        self.client.setJointMotorControlArray(body, joints, self.p.TORQUE_CONTROL, forces=forces)
+
+    def joint_states(self, body: int, joints: list[int]) -> tuple[np.ndarray, np.ndarray]:
+        states = self.client.getJointStates(body, joints)
+        return np.array([s[0] for s in states]), np.array([s[1] for s in states])
+
+    def reset_joint(self, body: int, joint: int, position: float, velocity: float = 0.0) -> None:
+        self.client.resetJointState(body, joint, position, velocity)
+
+    def step(self, n: int = 1) -> None:
+        for _ in range(n):
+            self.client.stepSimulation()
+
+    def render(
+        self,
+        width: int,
+        height: int,
+        target: tuple[float, float, float],
+        distance: float,
+        yaw: float,
+        pitch: float,
+        fov: float = 60.0,
+    ) -> np.ndarray:
+        """An RGB frame (height, width, 3) uint8 from the TinyRenderer (works headless)."""
+        view = self.client.computeViewMatrixFromYawPitchRoll(target, distance, yaw, pitch, 0.0, 2)
+        projection = self.client.computeProjectionMatrixFOV(fov, width / height, 0.05, 20.0)
+        _, _, rgba, _, _ = self.client.getCameraImage(
+            width, height, view, projection, renderer=self.p.ER_TINY_RENDERER, flags=self.p.ER_NO_SEGMENTATION_MASK
+        )
+        return np.asarray(rgba, dtype=np.uint8).reshape(height, width, 4)[..., :3]
+
+    def close(self) -> None:
+        if not getattr(self, "_closed", True):
+            self._closed = True
+            try:
+                self.client.disconnect()
+            except Exception:  # already disconnected (e.g. GUI window closed)
+                pass
+
+    def __del__(self) -> None:
+        self.close()
+
+    def info(self) -> dict[str, Any]:
+        return {"client": self.id, "render_mode": self.render_mode, "timestep": self.timestep}

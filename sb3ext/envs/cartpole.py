@@ -1,0 +1,113 @@
+"""A PyBullet cart-pole: balance a 1 m pole on a cart driven by a horizontal force."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+from gymnasium import spaces
+
+from sb3ext.envs.bullet import BulletSim
+
+PIXEL_SIZE = 84
+
+
+def to_grayscale(frame: np.ndarray, size: int = PIXEL_SIZE) -> np.ndarray:
+    """RGB (H, W, 3) uint8 -> grayscale (H, W, 1) uint8 (ITU-R 601 luma)."""
+    gray = frame[..., 0] * 0.299 + frame[..., 1] * 0.587 + frame[..., 2] * 0.114
+    assert gray.shape == (size, size)
+    return gray.astype(np.uint8)[..., None]
+
+
+class BulletCartPoleEnv(gym.Env):
+    """
+    Cart-pole in PyBullet (``sb3ext/CartPole-v0``, ``sb3ext/CartPoleContinuous-v0``, ``sb3ext/CartPolePixels-v0``).
+
+    A cart (1.0 kg) slides on a frictionless rail; a pole (0.1 kg, 1 m, centre of mass at 0.5 m) hinges on
+    it freely (both joints' default velocity motors are disabled). The action is a horizontal force on the
+    cart: ``Discrete(2)`` -> -max_force / +max_force, or ``Box(-1, 1, (1,))`` -> scaled by max_force.
+    Physics at 100 Hz, two physics steps per env step (0.02 s, as the classic task).
+
+    Observation (``obs_type="state"``): [x (m), x_dot (m/s), theta (rad, 0 = upright), theta_dot (rad/s)];
+    ``obs_type="pixels"``: an 84x84 grayscale frame of the scene (uint8, shape (84, 84, 1)) from the
+    TinyRenderer, for ``CnnPolicy`` with frame stacking (a single frame does not show velocities).
+    Reward: +1 per step. Terminated when |x| > 2.4 m or |theta| > 12 degrees; the time limit (500 steps)
+    is set in the registration (truncation).
+
+    :param continuous: continuous force instead of two discrete pushes
+    :param obs_type: "state" or "pixels"
+    :param max_force: force magnitude in newtons
+    :param render_mode: None, "rgb_array" or "human"
+    """
+
+    metadata = {"render_modes": ["human", "rgb_array"], "render_fps": 50}
+    X_LIMIT = 2.4
+    THETA_LIMIT = 12 * 2 * np.pi / 360
+    PHYSICS_DT = 0.01
+    FRAME_SKIP = 2
+
+    def __init__(
+        self, continuous: bool = False, obs_type: str = "state", max_force: float = 10.0, render_mode: str | None = None
+    ):
+        if obs_type not in ("state", "pixels"):
+            raise ValueError(f"obs_type must be 'state' or 'pixels', got {obs_type!r}")
+        if render_mode not in (None, *self.metadata["render_modes"]):
+            raise ValueError(f"render_mode must be None, 'rgb_array' or 'human', got {render_mode!r}")
+        if max_force <= 0:
+            raise ValueError(f"max_force must be positive, got {max_force}")
+        self.continuous = continuous
+        self.obs_type = obs_type
+        self.max_force = float(max_force)
+        self.render_mode = render_mode
+        self.action_space: spaces.Space = spaces.Box(-1.0, 1.0, (1,), np.float32) if continuous else spaces.Discrete(2)
+        if obs_type == "state":
+            high = np.array([3.0, np.inf, np.pi, np.inf], dtype=np.float32)
+            self.observation_space: spaces.Space = spaces.Box(-high, high, dtype=np.float32)
+        else:
+            self.observation_space = spaces.Box(0, 255, (PIXEL_SIZE, PIXEL_SIZE, 1), np.uint8)
+        self.sim = BulletSim(render_mode, timestep=self.PHYSICS_DT)
+        self.body = self.sim.load_urdf("cartpole.urdf", fixed=True)
+        self.joints = [self.sim.joint_index(self.body, "slider"), self.sim.joint_index(self.body, "hinge")]
+        self.sim.free_joints(self.body, self.joints)
+
+    def _state(self) -> np.ndarray:
+        positions, velocities = self.sim.joint_states(self.body, self.joints)
+        return np.array([positions[0], velocities[0], positions[1], velocities[1]], dtype=np.float32)
+
+    def _observation(self, state: np.ndarray) -> np.ndarray:
+        if self.obs_type == "state":
+            return state
+        return to_grayscale(self._camera(PIXEL_SIZE, PIXEL_SIZE))
+
+    def _camera(self, width: int, height: int) -> np.ndarray:
+        return self.sim.render(width, height, target=(0.0, 0.0, 0.4), distance=3.4, yaw=0.0, pitch=-8.0, fov=75.0)
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[np.ndarray, dict[str, Any]]:
+        super().reset(seed=seed)
+        x, x_dot, theta, theta_dot = self.np_random.uniform(-0.05, 0.05, size=4)
+        self.sim.reset_joint(self.body, self.joints[0], x, x_dot)
+        self.sim.reset_joint(self.body, self.joints[1], theta, theta_dot)
+        return self._observation(self._state()), {}
+
+    def step(self, action: Any) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
+        if self.continuous:
+            force = float(np.clip(np.asarray(action, dtype=np.float64).reshape(-1)[0], -1.0, 1.0)) * self.max_force
+        else:
+            if not self.action_space.contains(np.int64(action)):
+                raise ValueError(f"invalid action {action!r} for {self.action_space}")
+            force = self.max_force if int(action) == 1 else -self.max_force
+        for _ in range(self.FRAME_SKIP):
+            self.sim.apply_joint_forces(self.body, self.joints, [force, 0.0])
+            self.sim.step()
+        state = self._state()
+        terminated = bool(abs(state[0]) > self.X_LIMIT or abs(state[2]) > self.THETA_LIMIT)
+        return self._observation(state), 1.0, terminated, False, {}
+
+    def render(self) -> np.ndarray | None:
+        if self.render_mode == "rgb_array":
+            return self._camera(320, 240)
+        return None
+
+    def close(self) -> None:
+        self.sim.close()
