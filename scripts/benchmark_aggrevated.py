@@ -299,7 +299,8 @@ def write_report(args: argparse.Namespace, summary: list, rows: list[dict], tput
             "",
             "## Throughput at matched settings",
             "",
-            "4 envs, n_steps 64, batch 64, 10 epochs, lr 3e-4, no KL early stop; AggreVaTeD with K=2 action samples and an aggregation "
+            "4 envs, n_steps 64, batch 64, 10 epochs, lr 3e-4, no KL early stop; "
+            "AggreVaTeD with K=2 action samples and an aggregation "
             f"window of 1 (so one update sees the same 256 states as PPO's). {tput[0]['repeats']} alternating repeats "
             "of 4096 env steps in one process, median env steps per second:",
             "",
