@@ -6,8 +6,9 @@ Called by :mod:`sb3ext._hook` right after gymnasium and each zoo module in its t
 * ``rl_zoo3.utils``: our algorithms in ``ALGOS`` (``--algo`` choices, ``enjoy``, ``-i``).
 * ``rl_zoo3.import_envs``: our Gymnasium environments (the zoo checks the registry first).
 * ``rl_zoo3.hyperparams_opt``: Optuna samplers/converters for our algorithms, where defined.
-* ``rl_zoo3.exp_manager``: the default hyperparameter file of our algorithms
-  (``hyperparams/<algo>.yml`` shipped with sb3ext), so no ``-conf`` is needed; ``--trial-id 0`` honoured.
+* ``rl_zoo3.exp_manager``: the default hyperparameter file of our algorithms, and of stock algorithms on
+  our ``sb3ext/...`` environments (``hyperparams/<algo>.yml`` shipped with sb3ext), so no ``-conf`` is
+  needed; ``--trial-id 0`` honoured.
 * ``huggingface_sb3``: repairs of the zoo's Hub scripts on this stack (see :func:`repair_huggingface_sb3`).
 """
 
@@ -32,13 +33,22 @@ def _load_class(target: str) -> type:
 
 
 def hyperparams_path(algo: str) -> Path:
-    """Path of the zoo-format YAML file with sb3ext's default hyperparameters for ``algo``."""
-    if algo not in ALGORITHMS:
-        raise ValueError(f"Unknown sb3ext algorithm {algo!r}; known: {sorted(ALGORITHMS)}")
-    installed = Path(__file__).parent / "hyperparams" / f"{algo}.yml"  # regular (non-editable) install
-    if installed.is_file():
-        return installed
-    return Path(__file__).parent.parent / "hyperparams" / f"{algo}.yml"  # source tree / editable install
+    """Path of sb3ext's zoo-format YAML file for ``algo``: an sb3ext algorithm, or a stock one on sb3ext's envs."""
+    for folder in (Path(__file__).parent / "hyperparams", Path(__file__).parent.parent / "hyperparams"):
+        # a regular install ships the files inside the package; the source tree / editable install has them beside it
+        if (folder / f"{algo}.yml").is_file():
+            return folder / f"{algo}.yml"
+    raise ValueError(f"sb3ext has no hyperparameter file for {algo!r}")
+
+
+def _default_config(algo: str, env_id: str) -> Path | None:
+    """sb3ext's YAML for sb3ext algorithms, and for stock algorithms on sb3ext's own environments."""
+    if algo in ALGORITHMS or env_id.startswith("sb3ext/"):
+        try:
+            return hyperparams_path(algo)
+        except ValueError:
+            return None
+    return None
 
 
 def register_algorithms(utils_module: ModuleType) -> None:
@@ -77,8 +87,10 @@ def patch_experiment_manager(exp_module: ModuleType) -> None:
     def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
         original(self, *args, **kwargs)
         bound = signature.bind(self, *args, **kwargs)
-        if not bound.arguments.get("config") and self.algo in ALGORITHMS:
-            self.config = str(hyperparams_path(self.algo))
+        if not bound.arguments.get("config"):
+            default = _default_config(self.algo, self.env_name.gym_id)
+            if default is not None:
+                self.config = str(default)
         if self.trial_id == 0 and not isinstance(self.trial_id, TrialId):
             # the zoo tests `if ... and self.trial_id:`, so `--trial-id 0` was silently ignored
             self.trial_id = TrialId(0)

@@ -371,3 +371,24 @@ def test_push_to_hub_then_load_from_hub_and_enjoy_offline(wheel_venv: FreshVenv,
         "--no-render", "-n", "300", cwd=tmp_path, env_vars=offline,
     )  # fmt: skip
     assert "Episode Reward" in enjoy.stdout
+
+
+def test_envs_from_the_wheel_with_stock_ppo(wheel_venv: FreshVenv, tmp_path: Path) -> None:
+    """Assets resolve inside the installed wheel; the zoo trains stock PPO on an sb3ext id and records a video."""
+    probe = wheel_venv.run(
+        "-c",
+        "import gymnasium as gym; env = gym.make('sb3ext/CartPole-v0'); env.reset(seed=0); "
+        "from sb3ext.envs.bullet import asset_path; print(asset_path('cartpole.urdf'))",
+        cwd=tmp_path,
+    )
+    assert probe.stdout.strip().startswith(str(wheel_venv.site_packages))
+    train = wheel_venv.run(
+        "-m", "rl_zoo3.train", "--algo", "ppo", "--env", "sb3ext/CartPole-v0", "-f", "logs", "-n", "512",
+        "--eval-freq", "-1", cwd=tmp_path,
+    )  # fmt: skip
+    assert re.search(r"Loading hyperparameters from: .*site-packages/sb3ext/hyperparams/ppo\.yml", train.stdout)
+    wheel_venv.run(
+        "-m", "rl_zoo3.record_video", "--algo", "ppo", "--env", "sb3ext/CartPole-v0", "-f", "logs", "--exp-id", "1",
+        "-n", "50", cwd=tmp_path,
+    )  # fmt: skip
+    assert list((tmp_path / "logs" / "ppo" / "sb3ext-CartPole-v0_1" / "videos").glob("*.mp4"))
