@@ -49,11 +49,16 @@ def main() -> None:
     parser.add_argument("--eval-freq", type=int, default=20_000)
     parser.add_argument("--eval-episodes", type=int, default=5)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--hyperparams", nargs="*", default=[], help="extra zoo hyperparameters, e.g. expert_gae_lambda:0.95 (zoo syntax)"
+    )
+    parser.add_argument("--tag", default="", help="suffix of the output files and work folder")
     parser.add_argument("--work-dir", type=Path, default=ROOT / "bench_runs" / "value_expert")
     parser.add_argument("--out", type=Path, default=ROOT / "docs" / "benchmarks")
     args = parser.parse_args()
     expert_path = args.experts / args.expert
-    work = args.work_dir / f"{args.env}-{args.seed}"
+    suffix = f"_{args.tag}" if args.tag else ""
+    work = args.work_dir / f"{args.env}-{args.seed}{suffix}"
     work.mkdir(parents=True, exist_ok=True)
     args.out.mkdir(parents=True, exist_ok=True)
 
@@ -61,6 +66,7 @@ def main() -> None:
         sys.executable, "-m", "rl_zoo3.train", "--algo", "aggrevated", "--env", args.env, "--seed", str(args.seed),
         "-n", str(args.timesteps), "--eval-freq", str(args.eval_freq), "--eval-episodes", str(args.eval_episodes),
         "-f", str(work / "logs"), "--num-threads", "1", "--device", "cpu", "--hyperparams", f"expert:'{expert_path}'",
+        *args.hyperparams,
     ]  # fmt: skip
     print("Running:", " ".join(command), flush=True)
     start = time.perf_counter()
@@ -94,7 +100,7 @@ def main() -> None:
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8, loc="best")
     fig.tight_layout()
-    png = args.out / f"aggrevated_value_{args.env}.png"
+    png = args.out / f"aggrevated_value_{args.env}{suffix}.png"
     fig.savefig(png, dpi=110)
 
     command_text = ("python scripts/benchmark_value_expert.py " + " ".join(sys.argv[1:])).strip()
@@ -105,7 +111,8 @@ def main() -> None:
         f"({wall / 60:.1f} min wall-clock including evaluations).",
         "",
         f"Expert: `{args.expert}` (PPO + VecNormalize: V* only, no Q*), estimator A* = r + γ V*(s') − V*(s) on the",
-        "learner's own steps. Learner: `hyperparams/aggrevated.yml` defaults through `python -m rl_zoo3.train`.",
+        "learner's own steps. Learner: `hyperparams/aggrevated.yml` defaults through `python -m rl_zoo3.train`"
+        + (f", with {' '.join(args.hyperparams)}." if args.hyperparams else "."),
         "",
         f"* random policy: {random_mean:.1f} (mean of {len(random_returns)} episodes)",
         f"* expert: {expert_mean:.1f} ({', '.join(f'{r:.0f}' for r in expert_returns)})",
@@ -118,7 +125,7 @@ def main() -> None:
         "",
         f"![{args.env}]({png.name})",
     ]
-    (args.out / f"aggrevated_value_{args.env}.md").write_text("\n".join(lines) + "\n")
+    (args.out / f"aggrevated_value_{args.env}{suffix}.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
 
 

@@ -475,7 +475,14 @@ class Expert:
         with th.no_grad():
             obs_shape = tuple(self.observation_space.shape or ())
             obs = th.as_tensor(np.asarray(expert_obs, dtype=np.float32), device=self.device).reshape(-1, *obs_shape)
-            actions = self.policy._predict(obs, deterministic=True).cpu().numpy()
+            actor = getattr(self.policy, "actor", None)
+            if actor is not None and hasattr(actor, "get_action_dist_params"):
+                # SAC / TQC: the deterministic action is tanh(mean), the mode of their squashed (or gSDE) Gaussian;
+                # SB3's predict builds the whole distribution first (costly for gSDE experts), with the same result
+                mean_actions, _, _ = actor.get_action_dist_params(obs)
+                actions = th.tanh(mean_actions).cpu().numpy()
+            else:
+                actions = self.policy._predict(obs, deterministic=True).cpu().numpy()
         actions = actions.reshape((-1, *(self.action_space.shape or ())))
         if isinstance(self.action_space, spaces.Box):
             if self.policy.squash_output:

@@ -17,7 +17,7 @@ from stable_baselines3.common.callbacks import BaseCallback
 from stable_baselines3.common.policies import ActorCriticPolicy, BasePolicy
 from stable_baselines3.common.type_aliases import GymEnv, MaybeCallback, Schedule
 from stable_baselines3.common.utils import explained_variance, obs_as_tensor
-from stable_baselines3.common.vec_env import VecEnv
+from stable_baselines3.common.vec_env import VecEnv, VecNormalize
 from torch.nn import functional as F
 
 from sb3ext.algos.aggrevated.policies import CnnPolicy, MlpPolicy
@@ -197,6 +197,7 @@ class AggreVaTeD(PPO):
         self._expert: Expert | None = None
         self._aggregation: StateAggregationBuffer | None = None
         self._transitions: dict[str, list[np.ndarray]] = {}
+        self._vec_normalize: VecNormalize | None = None
         self._last_expert_fraction = 0.0
 
         if _init_setup_model:
@@ -295,12 +296,20 @@ class AggreVaTeD(PPO):
         return float(self.beta_init) * float(self.beta_decay) ** self.imitation_iterations
 
     def _excluded_save_params(self) -> list[str]:
-        return [*super()._excluded_save_params(), "expert", "_expert", "_aggregation", "_mix_rng", "_transitions"]
+        return [
+            *super()._excluded_save_params(),
+            "expert",
+            "_expert",
+            "_aggregation",
+            "_mix_rng",
+            "_transitions",
+            "_vec_normalize",
+        ]
 
     # ------------------------------------------------------------------ roll-in
     def _original_obs(self, env: VecEnv) -> np.ndarray:
         """The current observation as the environment emitted it (before the learner's VecNormalize)."""
-        vec_normalize = self.get_vec_normalize_env()
+        vec_normalize = self._vec_normalize
         if vec_normalize is not None:
             return vec_normalize.get_original_obs()  # type: ignore[return-value]
         return self._last_obs  # type: ignore[return-value]
@@ -309,7 +318,7 @@ class AggreVaTeD(PPO):
         self, expert: Expert, new_obs: Any, rewards: np.ndarray, dones: np.ndarray, infos: list[dict[str, Any]]
     ) -> None:
         """Store r, s' and termination of one vectorised step, in the expert's view and reward scale."""
-        vec_normalize = self.get_vec_normalize_env()
+        vec_normalize = self._vec_normalize
         if vec_normalize is not None:
             raw_rewards = np.array(vec_normalize.get_original_reward())
             next_obs = np.array(vec_normalize.get_original_obs())
@@ -359,6 +368,7 @@ class AggreVaTeD(PPO):
 
         callback.on_rollout_start()
         self._transitions = {}
+        self._vec_normalize = self.get_vec_normalize_env()
 
         while n_steps < n_rollout_steps:
             if self.use_sde and self.sde_sample_freq > 0 and n_steps % self.sde_sample_freq == 0:
@@ -615,12 +625,13 @@ class AggreVaTeD(PPO):
             (value if "value_net" in name else actor).append(param)
         return actor, value
 
-    def _apply_std_floor(self) -> None:
+    def _log_std_floor(self) -> th.Tensor | None:
+        """log(min_std * half action range) for the policy's state-independent log-std, if it has one."""
         log_std = getattr(self.policy, "log_std", None)
         if self.min_std > 0 and isinstance(log_std, th.nn.Parameter) and isinstance(self.action_space, spaces.Box):
             half_range = th.as_tensor((self.action_space.high - self.action_space.low) / 2.0, device=self.device)
-            with th.no_grad():
-                log_std.copy_(th.maximum(log_std, th.log(self.min_std * half_range)))
+            return th.log(self.min_std * half_range).to(log_std.dtype)
+        return None
 
     def _train_imitation(self) -> None:
         if self._expert is None or self._aggregation is None:
@@ -642,10 +653,12 @@ class AggreVaTeD(PPO):
         n_rollout = len(rollout.returns)
         value_batch = min(self.batch_size, n_rollout)
 
-        logs: dict[str, list[float]] = {
+        logs: dict[str, list[th.Tensor]] = {
             k: [] for k in ("policy_loss", "bound_penalty", "entropy_loss", "clip_fraction", "approx_kl")
         }
-        value_losses: list[float] = []
+        value_losses: list[th.Tensor] = []
+        gradient_groups = self._gradient_groups()
+        log_std_floor = self._log_std_floor()
         continue_training = True
         for epoch in range(self.n_epochs):
             permutation = th.randperm(n_states, device=self.device)
@@ -670,22 +683,24 @@ class AggreVaTeD(PPO):
                 loss.backward()
                 # Clip the actor's and the critic's gradients separately: the value loss is on the env's
                 # reward scale and would otherwise shrink the policy gradient to nothing.
-                for group in self._gradient_groups():
-                    th.nn.utils.clip_grad_norm_(group, self.max_grad_norm)
+                for group in gradient_groups:
+                    th.nn.utils.clip_grad_norm_(group, self.max_grad_norm, foreach=True)
                 self.policy.optimizer.step()
-                self._apply_std_floor()
-                for key in logs:
-                    logs[key].append(terms[key].item())
-                value_losses.append(value_loss.item())
+                if log_std_floor is not None:
+                    with th.no_grad():
+                        self.policy.log_std.copy_(th.maximum(self.policy.log_std, log_std_floor))
+                for key in logs:  # kept as tensors: one synchronisation per iteration, not per step
+                    logs[key].append(terms[key].detach())
+                value_losses.append(value_loss.detach())
             self._n_updates += 1
             if not continue_training:
                 break
 
         for key, values_list in logs.items():
             if values_list:
-                self.logger.record(f"train/{key}", float(np.mean(values_list)))
+                self.logger.record(f"train/{key}", th.stack(values_list).mean().item())
         if value_losses:
-            self.logger.record("train/value_loss", float(np.mean(value_losses)))
+            self.logger.record("train/value_loss", th.stack(value_losses).mean().item())
         for key, value in stats.items():
             self.logger.record(f"train/{key}", float(value))
         if self._expert.ent_coef is not None:
