@@ -26,6 +26,11 @@ from tests.conftest import ROOT, shared_expert
 PENDULUM_EXPERT = "sac/Pendulum-v1_1"
 
 
+def pendulum_args(expert: Path, *extra: str) -> list[str]:
+    """Zoo arguments for AggreVaTeD on Pendulum-v1 with ``expert``, logging to ./logs."""
+    return ["--algo", "aggrevated", "--env", "Pendulum-v1", "-f", "logs", *extra, "--hyperparams", f"expert:'{expert}'"]
+
+
 class FreshVenv:
     def __init__(self, path: Path, mode: str):
         self.path = path
@@ -113,18 +118,7 @@ def test_install_puts_only_a_light_hook_at_interpreter_start(fresh_venv: FreshVe
 
 def test_train_enjoy_continue_through_the_zoo(fresh_venv: FreshVenv, tmp_path: Path) -> None:
     expert = shared_expert(PENDULUM_EXPERT)
-    common = [
-        "--algo",
-        "aggrevated",
-        "--env",
-        "Pendulum-v1",
-        "-f",
-        "logs",
-        "--seed",
-        "1",
-        "--hyperparams",
-        f"expert:'{expert}'",
-    ]
+    common = pendulum_args(expert, "--seed", "1")
     train = fresh_venv.run("-m", "rl_zoo3.train", *common, "-n", "2048", "-P", "--eval-freq", "-1", cwd=tmp_path)
     assert re.search(r"Loading hyperparameters from: .*aggrevated\.yml", train.stdout)
     assert "2,048/2,048" in train.stdout or "100%" in train.stdout, "the -P progress bar should be shown"
@@ -221,18 +215,7 @@ def test_sigkill_resumes_from_the_last_checkpoint(wheel_venv: FreshVenv, tmp_pat
     fresh_venv = wheel_venv
     expert = shared_expert(PENDULUM_EXPERT)
     save_freq = 512
-    common = [
-        "--algo",
-        "aggrevated",
-        "--env",
-        "Pendulum-v1",
-        "-f",
-        "logs",
-        "--eval-freq",
-        "-1",
-        "--hyperparams",
-        f"expert:'{expert}'",
-    ]
+    common = pendulum_args(expert, "--eval-freq", "-1")
     run_dir = tmp_path / "logs" / "aggrevated" / "Pendulum-v1_1"
     with open(tmp_path / "train.log", "w") as log:
         process = fresh_venv.popen(

@@ -9,24 +9,31 @@ from gymnasium import spaces
 from sb3ext.common.experts import Q_CONTINUOUS, Q_DISCRETE, VALUE_ONLY, Expert
 
 
-class QuadraticExpert(Expert):
-    """Q*(s, a) = -||a - a*(s)||^2 with a*(s) = target (a constant action in env units)."""
+class _ToyExpert(Expert):
+    """An expert without a network: subclasses define what it answers."""
 
-    def __init__(self, observation_space: spaces.Box, action_space: spaces.Box, target: np.ndarray):
+    def __init__(self, observation_space: spaces.Space, action_space: spaces.Space, kind: str, source: str):
         self.observation_space = observation_space
         self.action_space = action_space
-        self.target = th.as_tensor(target, dtype=th.float32)
-        self.kind = Q_CONTINUOUS
-        self.source = "quadratic-toy"
+        self.kind = kind
+        self.source = source
         self.algo_name = "toy"
         self.config = {}
         self.normalization = None
         self.device = th.device("cpu")
-        self.critic_inputs: list[th.Tensor] = []
 
     @property
     def ent_coef(self) -> None:
         return None
+
+
+class QuadraticExpert(_ToyExpert):
+    """Q*(s, a) = -||a - a*(s)||^2 with a*(s) = target (a constant action in env units)."""
+
+    def __init__(self, observation_space: spaces.Box, action_space: spaces.Space, target: np.ndarray):
+        super().__init__(observation_space, action_space, Q_CONTINUOUS, "quadratic-toy")
+        self.target = th.as_tensor(target, dtype=th.float32)
+        self.critic_inputs: list[th.Tensor] = []
 
     def act(self, expert_obs: np.ndarray) -> np.ndarray:
         return np.repeat(self.target.numpy()[None], len(expert_obs), axis=0)
@@ -41,23 +48,12 @@ class QuadraticExpert(Expert):
         return th.zeros(actions.shape[:-1])
 
 
-class TableExpert(Expert):
+class TableExpert(_ToyExpert):
     """Discrete expert with Q*(s, .) = fixed vector ``q`` for every state."""
 
     def __init__(self, observation_space: spaces.Box, action_space: spaces.Discrete, q: np.ndarray):
-        self.observation_space = observation_space
-        self.action_space = action_space
+        super().__init__(observation_space, action_space, Q_DISCRETE, "table-toy")
         self.q = th.as_tensor(q, dtype=th.float32)
-        self.kind = Q_DISCRETE
-        self.source = "table-toy"
-        self.algo_name = "toy"
-        self.config = {}
-        self.normalization = None
-        self.device = th.device("cpu")
-
-    @property
-    def ent_coef(self) -> None:
-        return None
 
     def act(self, expert_obs: np.ndarray) -> np.ndarray:
         return np.full(len(expert_obs), int(self.q.argmax()))
@@ -66,24 +62,13 @@ class TableExpert(Expert):
         return self.q.expand(len(obs), -1)
 
 
-class LinearValueExpert(Expert):
+class LinearValueExpert(_ToyExpert):
     """Value-only expert with V*(s) = slope * s[0], gamma given, acting 0."""
 
     def __init__(self, observation_space: spaces.Box, action_space: spaces.Space, slope: float, gamma: float):
-        self.observation_space = observation_space
-        self.action_space = action_space
+        super().__init__(observation_space, action_space, VALUE_ONLY, "linear-value-toy")
         self.slope = slope
         self._gamma = gamma
-        self.kind = VALUE_ONLY
-        self.source = "linear-value-toy"
-        self.algo_name = "toy"
-        self.config = {}
-        self.normalization = None
-        self.device = th.device("cpu")
-
-    @property
-    def ent_coef(self) -> None:
-        return None
 
     @property
     def gamma(self) -> float:
