@@ -88,6 +88,14 @@ def test_pixel_observations_show_the_pole_moving() -> None:
     assert np.abs(last.astype(int) - first.astype(int)).sum() > 500
 
 
+def test_invalid_discrete_action_is_refused() -> None:
+    env = gym.make("sb3ext/CartPole-v0")
+    env.reset(seed=0)
+    with pytest.raises(ValueError, match="invalid action 2 for Discrete"):
+        env.unwrapped.step(2)
+    env.close()
+
+
 def test_human_mode_without_display_fails_clearly(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("DISPLAY", raising=False)
     with pytest.raises(RuntimeError, match="render_mode='human' needs a display"):

@@ -70,10 +70,15 @@ class BulletCartPoleEnv(gym.Env):
         self.body = self.sim.load_urdf("cartpole.urdf", fixed=True)
         self.joints = [self.sim.joint_index(self.body, "slider"), self.sim.joint_index(self.body, "hinge")]
         self.sim.free_joints(self.body, self.joints)
+        # hot path: bound pybullet calls (this client's id already applied by BulletClient)
+        self._get_joint_states = self.sim.client.getJointStates
+        self._set_forces = self.sim.client.setJointMotorControlArray
+        self._step_simulation = self.sim.client.stepSimulation
+        self._torque_control = self.sim.p.TORQUE_CONTROL
 
     def _state(self) -> np.ndarray:
-        positions, velocities = self.sim.joint_states(self.body, self.joints)
-        return np.array([positions[0], velocities[0], positions[1], velocities[1]], dtype=np.float32)
+        (x, x_dot, *_), (theta, theta_dot, *_) = self._get_joint_states(self.body, self.joints)
+        return np.array((x, x_dot, theta, theta_dot), dtype=np.float32)
 
     def _observation(self, state: np.ndarray) -> np.ndarray:
         if self.obs_type == "state":
@@ -94,15 +99,16 @@ class BulletCartPoleEnv(gym.Env):
         if self.continuous:
             force = float(np.clip(np.asarray(action, dtype=np.float64).reshape(-1)[0], -1.0, 1.0)) * self.max_force
         else:
-            if not self.action_space.contains(np.int64(action)):
+            if action not in (0, 1):  # ints and numpy integers of either value
                 raise ValueError(f"invalid action {action!r} for {self.action_space}")
-            force = self.max_force if int(action) == 1 else -self.max_force
+            force = self.max_force if action == 1 else -self.max_force
+        forces = [force, 0.0]
         for _ in range(self.FRAME_SKIP):
-            self.sim.apply_joint_forces(self.body, self.joints, [force, 0.0])
-            self.sim.step()
+            self._set_forces(self.body, self.joints, self._torque_control, forces=forces)
+            self._step_simulation()
         state = self._state()
-        terminated = bool(abs(state[0]) > self.X_LIMIT or abs(state[2]) > self.THETA_LIMIT)
-        return self._observation(state), 1.0, terminated, False, {}
+        terminated = abs(state[0]) > self.X_LIMIT or abs(state[2]) > self.THETA_LIMIT
+        return self._observation(state), 1.0, bool(terminated), False, {}
 
     def render(self) -> np.ndarray | None:
         if self.render_mode == "rgb_array":
