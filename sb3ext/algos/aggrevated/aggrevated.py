@@ -572,9 +572,25 @@ class AggreVaTeD(PPO):
             adv = adv / (adv.std() + 1e-8)
         return obs, {"actions": actions[None], "log_prob_old": log_prob_old[None], "advantages": adv[None]}, stats
 
-    def _policy_loss(self, data: dict[str, Any], idx: th.Tensor, obs: th.Tensor, clip_range: float) -> dict[str, th.Tensor]:
+    def _forward(self, policy_obs: th.Tensor, value_obs: th.Tensor) -> tuple[Any, th.Tensor]:
+        """The policy's distribution at ``policy_obs`` and its values at ``value_obs``, in one pass of the networks.
+
+        The same computation as SB3's ``evaluate_actions`` on the concatenated batch: one call of the features
+        extractor and of the MLP extractor instead of two of each (these small networks are dispatch-bound).
+        """
+        n_policy = len(policy_obs)
+        features = self.policy.extract_features(th.cat([policy_obs, value_obs]))
+        if self.policy.share_features_extractor:
+            latent_pi, latent_vf = self.policy.mlp_extractor(features)
+        else:
+            pi_features, vf_features = features
+            latent_pi = self.policy.mlp_extractor.forward_actor(pi_features)
+            latent_vf = self.policy.mlp_extractor.forward_critic(vf_features)
+        distribution = self.policy._get_action_dist_from_latent(latent_pi[:n_policy])
+        return distribution, self.policy.value_net(latent_vf[n_policy:]).flatten()
+
+    def _policy_loss(self, data: dict[str, Any], idx: th.Tensor, distribution: Any, clip_range: float) -> dict[str, th.Tensor]:
         """PPO-clipped surrogate of the AggreVaTeD objective on the scored samples of the states ``idx``."""
-        distribution = self.policy.get_distribution(obs)
         torch_dist = _torch_distribution(distribution)
         if "probs_old" in data:  # discrete actions, exact expectation over all actions
             probs_old = data["probs_old"][idx]
@@ -664,9 +680,9 @@ class AggreVaTeD(PPO):
             permutation = th.randperm(n_states, device=self.device)
             for start in range(0, n_states, self.batch_size):
                 idx = permutation[start : start + self.batch_size]
-                terms = self._policy_loss(data, idx, learner_obs[idx], clip_range)
                 value_idx = th.randint(n_rollout, (value_batch,), device=self.device)
-                values = self.policy.predict_values(rollout.observations[value_idx]).flatten()
+                distribution, values = self._forward(learner_obs[idx], rollout.observations[value_idx])
+                terms = self._policy_loss(data, idx, distribution, clip_range)
                 value_loss = F.mse_loss(rollout.returns[value_idx], values)
                 if self.target_kl is not None and terms["approx_kl"].item() > 1.5 * self.target_kl:
                     continue_training = False
