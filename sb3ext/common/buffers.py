@@ -38,7 +38,3 @@ class StateAggregationBuffer:
     def get(self) -> tuple[np.ndarray, np.ndarray]:
         """All stored states: (learner observations, expert observations)."""
         return self.learner_obs[: self.size], self.expert_obs[: self.size]
-
-    def reset(self) -> None:
-        self.pos = 0
-        self.size = 0

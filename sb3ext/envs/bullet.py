@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from importlib import resources
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
@@ -65,19 +64,8 @@ class BulletSim:
         for joint in joints:
             self.client.setJointMotorControl2(body, joint, self.p.VELOCITY_CONTROL, force=0.0)
 
-    def apply_joint_forces(self, body: int, joints: list[int], forces: list[float]) -> None:
-        self.client.setJointMotorControlArray(body, joints, self.p.TORQUE_CONTROL, forces=forces)
-
-    def joint_states(self, body: int, joints: list[int]) -> tuple[np.ndarray, np.ndarray]:
-        states = self.client.getJointStates(body, joints)
-        return np.array([s[0] for s in states]), np.array([s[1] for s in states])
-
     def reset_joint(self, body: int, joint: int, position: float, velocity: float = 0.0) -> None:
         self.client.resetJointState(body, joint, position, velocity)
-
-    def step(self, n: int = 1) -> None:
-        for _ in range(n):
-            self.client.stepSimulation()
 
     def render(
         self,
@@ -107,6 +95,3 @@ class BulletSim:
 
     def __del__(self) -> None:
         self.close()
-
-    def info(self) -> dict[str, Any]:
-        return {"client": self.id, "render_mode": self.render_mode, "timestep": self.timestep}

@@ -390,7 +390,8 @@ class AggreVaTeD(PPO):
             if imitating and expert is not None:
                 assert self._aggregation is not None
                 expert_obs = expert.normalize_obs(self._original_obs(env))
-                self._aggregation.add(np.asarray(self._last_obs, dtype=np.float32), expert_obs)
+                if expert.kind != VALUE_ONLY:  # value-only experts use the executed transitions instead
+                    self._aggregation.add(np.asarray(self._last_obs, dtype=np.float32), expert_obs)
                 use_expert = self._mix_rng.random(env.num_envs) < beta
                 if expert.kind == VALUE_ONLY:
                     self._transitions.setdefault("expert_obs", []).append(expert_obs)
