@@ -499,36 +499,32 @@ class Expert:
         :param actions: actions in env units, shape (B, act_dim) or (K, B, act_dim) (K samples per state)
         :return: shape (B,) or (K, B); min over twin critics, TQC quantiles and critics averaged
         """
-        if self.kind != Q_CONTINUOUS:
-            raise TypeError(f"Expert {self.source} ({self.algo_name}) has no Q*(s, a) for continuous actions")
-        assert isinstance(self.action_space, spaces.Box)
-        lead = actions.shape[:-1]
-        flat_actions = actions.reshape(-1, actions.shape[-1])
-        if actions.dim() == 3:
-            obs = obs.unsqueeze(0).expand(actions.shape[0], *obs.shape).reshape(-1, *obs.shape[1:])
-        low = th.as_tensor(self.action_space.low, device=self.device)
-        high = th.as_tensor(self.action_space.high, device=self.device)
-        scaled = 2.0 * ((flat_actions.clamp(low, high) - low) / (high - low)) - 1.0  # SB3's scale_action, in torch
-        q = self.policy.critic(obs, scaled)
+        q = self._critic(obs, actions)
         if isinstance(q, th.Tensor):  # TQC: (N, n_critics, n_quantiles)
             values = q.mean(dim=(1, 2))
         else:  # tuple of (N, 1), one per critic
             values = th.min(th.cat(q, dim=1), dim=1).values
-        return values.reshape(lead)
+        return values.reshape(actions.shape[:-1])
 
     @th.no_grad()
     def q_spread(self, obs: th.Tensor, actions: th.Tensor) -> th.Tensor:
         """|Q1 - Q2| (max - min over critics) on the given actions: how much the critics disagree."""
-        if self.kind != Q_CONTINUOUS:
-            raise TypeError(f"Expert {self.source} has no twin critics")
-        assert isinstance(self.action_space, spaces.Box)
-        flat_actions = actions.reshape(-1, actions.shape[-1])
-        if actions.dim() == 3:
-            obs = obs.unsqueeze(0).expand(actions.shape[0], *obs.shape).reshape(-1, *obs.shape[1:])
-        scaled = th.as_tensor(self.policy.scale_action(flat_actions.cpu().numpy()), device=self.device).clamp(-1, 1)
-        q = self.policy.critic(obs, scaled)
+        q = self._critic(obs, actions)
         stacked = q.mean(dim=2) if isinstance(q, th.Tensor) else th.cat(q, dim=1)
         return (stacked.max(dim=1).values - stacked.min(dim=1).values).reshape(actions.shape[:-1])
+
+    def _critic(self, obs: th.Tensor, actions: th.Tensor) -> Any:
+        """The critic's raw output for env-unit actions of shape (B, act_dim) or (K, B, act_dim)."""
+        if self.kind != Q_CONTINUOUS:
+            raise TypeError(f"Expert {self.source} ({self.algo_name}) has no Q*(s, a) for continuous actions")
+        assert isinstance(self.action_space, spaces.Box)
+        flat_actions = actions.reshape(-1, actions.shape[-1])
+        if actions.dim() == 3:  # K samples per state: repeat the states
+            obs = obs.unsqueeze(0).expand(actions.shape[0], *obs.shape).reshape(-1, *obs.shape[1:])
+        low = th.as_tensor(self.action_space.low, device=self.device)
+        high = th.as_tensor(self.action_space.high, device=self.device)
+        scaled = 2.0 * ((flat_actions.clamp(low, high) - low) / (high - low)) - 1.0  # SB3's scale_action, in torch
+        return self.policy.critic(obs, scaled)
 
     @th.no_grad()
     def q_all(self, obs: th.Tensor) -> th.Tensor:
