@@ -8,7 +8,8 @@ Called by :mod:`sb3ext._hook` right after gymnasium and each zoo module in its t
 * ``rl_zoo3.hyperparams_opt``: Optuna samplers/converters for our algorithms, where defined.
 * ``rl_zoo3.exp_manager``: the default hyperparameter file of our algorithms, and of stock algorithms on
   our ``sb3ext/...`` environments (``hyperparams/<algo>.yml`` shipped with sb3ext), so no ``-conf`` is
-  needed; ``--trial-id 0`` honoured.
+  needed; ``--trial-id 0`` honoured; a database ``--storage`` of ``-optimize`` opened with a heartbeat
+  (:func:`sb3ext.common.tuning.make_storage`).
 * ``huggingface_sb3``: repairs of the zoo's Hub scripts on this stack (see :func:`repair_huggingface_sb3`).
 """
 
@@ -97,6 +98,18 @@ def patch_experiment_manager(exp_module: ModuleType) -> None:
 
     __init__._sb3ext_wrapped = True  # type: ignore[attr-defined]
     manager.__init__ = __init__
+
+    optimize = manager.hyperparameters_optimization
+
+    @functools.wraps(optimize)
+    def hyperparameters_optimization(self: Any) -> None:
+        from sb3ext.common.tuning import zoo_storage_with_heartbeat
+
+        # a database --storage gets a heartbeat: trials of killed workers are failed and re-queued
+        with zoo_storage_with_heartbeat():
+            optimize(self)
+
+    manager.hyperparameters_optimization = hyperparameters_optimization
 
 
 def repair_huggingface_sb3(module: ModuleType) -> None:
