@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import difflib
-import inspect
 import os
 import warnings
 from typing import Any, ClassVar, TypeVar
@@ -23,6 +21,7 @@ from torch.nn import functional as F
 from sb3ext.algos.aggrevated.policies import CnnPolicy, MlpPolicy
 from sb3ext.common.buffers import StateAggregationBuffer
 from sb3ext.common.experts import Q_CONTINUOUS, Q_DISCRETE, VALUE_ONLY, Expert, load_expert
+from sb3ext.common.validation import unknown_kwargs_message
 
 SelfAggreVaTeD = TypeVar("SelfAggreVaTeD", bound="AggreVaTeD")
 
@@ -150,7 +149,7 @@ class AggreVaTeD(PPO):
         **unknown_kwargs: Any,
     ):
         if unknown_kwargs:
-            raise TypeError(_unknown_kwargs_message(type(self), unknown_kwargs))
+            raise TypeError(unknown_kwargs_message(type(self), unknown_kwargs))
         with warnings.catch_warnings():
             # PPO warns when batch_size does not divide n_steps * n_envs; here batch_size counts aggregated states
             warnings.filterwarnings("ignore", message="You have specified a mini-batch size")
@@ -766,13 +765,3 @@ _NO_EXPERT_MESSAGE = (
     "AggreVaTeD needs an expert to learn: pass expert=<zoo folder or .zip> to the constructor, "
     "call model.set_expert(...) after load(), or with rl_zoo3 add --hyperparams expert:\"'<path>'\""
 )
-
-
-def _unknown_kwargs_message(cls: type, unknown: dict[str, Any]) -> str:
-    init = cls.__init__  # type: ignore[misc]
-    allowed = [name for name in inspect.signature(init).parameters if name not in {"self", "unknown_kwargs"}]
-    parts = []
-    for name in sorted(unknown):
-        close = difflib.get_close_matches(name, allowed, n=1)
-        parts.append(f"{name!r}" + (f" (did you mean {close[0]!r}?)" if close else ""))
-    return f"{cls.__name__}: unknown hyperparameter(s) {', '.join(parts)}; allowed: {', '.join(allowed)}"

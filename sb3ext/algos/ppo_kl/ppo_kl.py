@@ -1,0 +1,355 @@
+"""PPO with an adaptive KL penalty (Schulman et al. 2017, section 4), with optional clipping on top."""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar, TypeVar
+
+import numpy as np
+import torch as th
+from gymnasium import spaces
+from stable_baselines3 import PPO
+from stable_baselines3.common.policies import ActorCriticPolicy, BasePolicy
+from stable_baselines3.common.type_aliases import GymEnv, MaybeCallback, Schedule
+from stable_baselines3.common.utils import FloatSchedule, explained_variance
+from torch.nn import functional as F
+
+from sb3ext.algos.ppo_kl.policies import CnnPolicy, MlpPolicy
+from sb3ext.common.buffers import DistributionRolloutBuffer
+from sb3ext.common.distributions import kl_from_params
+from sb3ext.common.validation import invalid, unknown_kwargs_message
+
+SelfKLPPO = TypeVar("SelfKLPPO", bound="KLPPO")
+
+
+def adapt_kl_coef(kl_coef: float, kl: float, kl_target: float, tolerance: float = 1.5, factor: float = 2.0) -> float:
+    """The PPO paper's rule (section 4): divide beta by ``factor`` when d < d_targ / ``tolerance``, multiply it by
+    ``factor`` when d > d_targ * ``tolerance``, else keep it."""
+    if kl < kl_target / tolerance:
+        return kl_coef / factor
+    if kl > kl_target * tolerance:
+        return kl_coef * factor
+    return kl_coef
+
+
+class KLPPO(PPO):
+    """
+    PPO with an adaptive KL penalty (PPO paper, section 4).
+
+    The policy loss is the surrogate minus beta times the analytic KL divergence between the action
+    distribution that collected the rollout (its parameters are stored per sample) and the current one:
+
+        L(theta) = E[ r_t(theta) A_t - beta KL[pi_old(.|s_t), pi_theta(.|s_t)] ]
+
+    After each update, d = E[KL] over the whole rollout is measured with the updated policy and beta is
+    halved when d < d_targ / 1.5 and doubled when d > 1.5 d_targ. With ``clip_range`` set, the clipped
+    surrogate of PPO (section 3) is used instead of r_t A_t ("clipping on top"); with ``kl_coef=0`` (it
+    then stays 0) and a ``clip_range`` this is exactly stock PPO.
+
+    Paper: https://arxiv.org/abs/1707.06347
+
+    :param policy: The policy model to use (MlpPolicy, CnnPolicy, ...)
+    :param env: The environment to learn from (if registered in Gym, can be str)
+    :param learning_rate: The learning rate, it can be a function of the current progress remaining (from 1 to 0)
+    :param n_steps: The number of steps to run for each environment per update
+    :param batch_size: Minibatch size
+    :param n_epochs: Number of epoch when optimizing the surrogate loss
+    :param gamma: Discount factor
+    :param gae_lambda: Factor for trade-off of bias vs variance for Generalized Advantage Estimator
+    :param clip_range: Clipping parameter of the surrogate (a number or a schedule), or None for the unclipped
+        surrogate of the paper's section 4 (the default)
+    :param clip_range_vf: Clipping parameter for the value function, as in PPO
+    :param normalize_advantage: Whether to normalize or not the advantage
+    :param ent_coef: Entropy coefficient for the loss calculation
+    :param vf_coef: Value function coefficient for the loss calculation
+    :param max_grad_norm: The maximum value for the gradient clipping
+    :param kl_coef: Initial KL coefficient beta (>= 0; 0 keeps it 0: no penalty)
+    :param kl_target: Target KL divergence d_targ per update (> 0)
+    :param kl_tolerance: beta changes when d leaves [d_targ / kl_tolerance, d_targ * kl_tolerance] (> 1; paper: 1.5)
+    :param kl_factor: beta is divided or multiplied by this factor (> 1; paper: 2)
+    :param target_kl: Optional early stopping of the epochs on the approximate KL, as in PPO (default: off)
+    :param stats_window_size: Window size for the rollout logging
+    :param tensorboard_log: the log location for tensorboard (if None, no logging)
+    :param policy_kwargs: additional arguments to be passed to the policy on creation
+    :param verbose: Verbosity level
+    :param seed: Seed for the pseudo random generators
+    :param device: Device (cpu, cuda, ...) on which the code should be run
+    :param _init_setup_model: Whether or not to build the network at the creation of the instance
+    """
+
+    policy_aliases: ClassVar[dict[str, type[BasePolicy]]] = {"MlpPolicy": MlpPolicy, "CnnPolicy": CnnPolicy}
+    policy: ActorCriticPolicy
+    rollout_buffer: DistributionRolloutBuffer
+
+    def __init__(
+        self,
+        policy: str | type[ActorCriticPolicy],
+        env: GymEnv | str,
+        learning_rate: float | Schedule = 3e-4,
+        n_steps: int = 2048,
+        batch_size: int = 64,
+        n_epochs: int = 10,
+        gamma: float = 0.99,
+        gae_lambda: float = 0.95,
+        clip_range: float | Schedule | None = None,
+        clip_range_vf: float | Schedule | None = None,
+        normalize_advantage: bool = True,
+        ent_coef: float = 0.0,
+        vf_coef: float = 0.5,
+        max_grad_norm: float = 0.5,
+        kl_coef: float = 1.0,
+        kl_target: float = 0.01,
+        kl_tolerance: float = 1.5,
+        kl_factor: float = 2.0,
+        target_kl: float | None = None,
+        stats_window_size: int = 100,
+        tensorboard_log: str | None = None,
+        policy_kwargs: dict[str, Any] | None = None,
+        verbose: int = 0,
+        seed: int | None = None,
+        device: th.device | str = "auto",
+        _init_setup_model: bool = True,
+        **unknown_kwargs: Any,
+    ):
+        if unknown_kwargs:
+            raise TypeError(unknown_kwargs_message(type(self), unknown_kwargs))
+        super().__init__(
+            policy,
+            env,
+            learning_rate=learning_rate,
+            n_steps=n_steps,
+            batch_size=batch_size,
+            n_epochs=n_epochs,
+            gamma=gamma,
+            gae_lambda=gae_lambda,
+            clip_range=0.2,  # replaced below: PPO's constructor expects a number
+            clip_range_vf=clip_range_vf,
+            normalize_advantage=normalize_advantage,
+            ent_coef=ent_coef,
+            vf_coef=vf_coef,
+            max_grad_norm=max_grad_norm,
+            rollout_buffer_class=DistributionRolloutBuffer,
+            target_kl=target_kl,
+            stats_window_size=stats_window_size,
+            tensorboard_log=tensorboard_log,
+            policy_kwargs=policy_kwargs,
+            verbose=verbose,
+            seed=seed,
+            device=device,
+            _init_setup_model=False,
+        )
+        self.clip_range = clip_range  # type: ignore[assignment]
+        self.kl_coef = kl_coef
+        self.kl_target = kl_target
+        self.kl_tolerance = kl_tolerance
+        self.kl_factor = kl_factor
+        if _init_setup_model:
+            self._setup_model()
+
+    def _setup_model(self) -> None:
+        for name, value, allowed in (
+            ("kl_coef", self.kl_coef, self.kl_coef >= 0),
+            ("kl_target", self.kl_target, self.kl_target > 0),
+            ("kl_tolerance", self.kl_tolerance, self.kl_tolerance > 1),
+            ("kl_factor", self.kl_factor, self.kl_factor > 1),
+        ):
+            if not allowed:
+                raise invalid("KLPPO", name, value, "kl_coef >= 0, kl_target > 0, kl_tolerance > 1, kl_factor > 1")
+        if isinstance(self.observation_space, spaces.Dict):
+            raise invalid("KLPPO", "observation_space", self.observation_space, "Box, Discrete, ... (no Dict)")
+        if self.use_sde:
+            raise invalid("KLPPO", "use_sde", self.use_sde, "False (no analytic KL for gSDE)")
+        clip_range = self.clip_range
+        self.clip_range = 0.2  # type: ignore[assignment]
+        super()._setup_model()
+        self.clip_range = None if clip_range is None else FloatSchedule(clip_range)  # type: ignore[assignment]
+
+    # Copied from stable_baselines3 2.9.2 ppo/ppo.py::PPO.train; changes are marked `# sb3ext:`.
+    def train(self) -> None:
+        """
+        Update policy using the currently gathered rollout buffer.
+        """
+        # Switch to train mode (this affects batch norm / dropout)
+        self.policy.set_training_mode(True)
+        # Update optimizer learning rate
+        self._update_learning_rate(self.policy.optimizer)
+        # sb3ext: parameters of the distribution that collected the rollout (the policy is unchanged since)
+        self.rollout_buffer.store_distributions(self.policy)
+        # Compute current clip range
+        # sb3ext: clipping is optional
+        clip_range = None if self.clip_range is None else self.clip_range(self._current_progress_remaining)  # type: ignore[operator]
+        # Optional: clip range for the value function
+        if self.clip_range_vf is not None:
+            clip_range_vf = self.clip_range_vf(self._current_progress_remaining)  # type: ignore[operator]
+
+        entropy_losses = []
+        pg_losses, value_losses = [], []
+        clip_fractions = []
+        kl_penalties = []  # sb3ext
+
+        continue_training = True
+        # train for n_epochs epochs
+        for epoch in range(self.n_epochs):
+            approx_kl_divs = []
+            # Do a complete pass on the rollout buffer
+            for rollout_data in self.rollout_buffer.get(self.batch_size):
+                actions = rollout_data.actions
+                if isinstance(self.action_space, spaces.Discrete):
+                    # Convert discrete action from float to long
+                    actions = rollout_data.actions.long().flatten()
+
+                # sb3ext: the distribution object is needed for the analytic KL (same computation as evaluate_actions)
+                values, log_prob, entropy, distribution = self._evaluate(rollout_data.observations, actions)
+                values = values.flatten()
+                # Normalize advantage
+                advantages = rollout_data.advantages
+                # Normalization does not make sense if mini batchsize == 1, see GH issue #325
+                if self.normalize_advantage and len(advantages) > 1:
+                    advantages = (advantages - advantages.mean()) / (advantages.std() + 1e-8)
+
+                # ratio between old and new policy, should be one at the first iteration
+                ratio = th.exp(log_prob - rollout_data.old_log_prob)
+
+                # clipped surrogate loss
+                policy_loss_1 = advantages * ratio
+                if clip_range is None:  # sb3ext: the paper's section 4 surrogate
+                    policy_loss = -policy_loss_1.mean()
+                    clip_fraction = 0.0
+                else:
+                    policy_loss_2 = advantages * th.clamp(ratio, 1 - clip_range, 1 + clip_range)
+                    policy_loss = -th.min(policy_loss_1, policy_loss_2).mean()
+                    clip_fraction = th.mean((th.abs(ratio - 1) > clip_range).float()).item()
+
+                # sb3ext: adaptive KL penalty (section 4); a zero coefficient adds nothing
+                if self.kl_coef > 0:
+                    kl_penalty = kl_from_params(rollout_data.old_distribution_params, distribution).mean()
+                    policy_loss = policy_loss + self.kl_coef * kl_penalty
+                    kl_penalties.append(kl_penalty.item())
+
+                # Logging
+                pg_losses.append(policy_loss.item())
+                clip_fractions.append(clip_fraction)
+
+                if self.clip_range_vf is None:
+                    # No clipping
+                    values_pred = values
+                else:
+                    # Clip the difference between old and new value
+                    # NOTE: this depends on the reward scaling
+                    values_pred = rollout_data.old_values + th.clamp(
+                        values - rollout_data.old_values, -clip_range_vf, clip_range_vf
+                    )
+                # Value loss using the TD(gae_lambda) target
+                value_loss = F.mse_loss(rollout_data.returns, values_pred)
+                value_losses.append(value_loss.item())
+
+                # Entropy loss favor exploration
+                if entropy is None:
+                    # Approximate entropy when no analytical form
+                    entropy_loss = -th.mean(-log_prob)
+                else:
+                    entropy_loss = -th.mean(entropy)
+
+                entropy_losses.append(entropy_loss.item())
+
+                loss = policy_loss + self.ent_coef * entropy_loss + self.vf_coef * value_loss
+
+                # Calculate approximate form of reverse KL Divergence for early stopping
+                # see issue #417: https://github.com/DLR-RM/stable-baselines3/issues/417
+                # and discussion in PR #419: https://github.com/DLR-RM/stable-baselines3/pull/419
+                # and Schulman blog: http://joschu.net/blog/kl-approx.html
+                with th.no_grad():
+                    log_ratio = log_prob - rollout_data.old_log_prob
+                    approx_kl_div = th.mean((th.exp(log_ratio) - 1) - log_ratio).cpu().numpy()
+                    approx_kl_divs.append(approx_kl_div)
+
+                if self.target_kl is not None and approx_kl_div > 1.5 * self.target_kl:
+                    continue_training = False
+                    if self.verbose >= 1:
+                        print(f"Early stopping at step {epoch} due to reaching max kl: {approx_kl_div:.2f}")
+                    break
+
+                # Optimization step
+                self.policy.optimizer.zero_grad()
+                loss.backward()
+                # Clip grad norm
+                th.nn.utils.clip_grad_norm_(self.policy.parameters(), self.max_grad_norm)
+                self.policy.optimizer.step()
+
+            self._n_updates += 1
+            if not continue_training:
+                break
+
+        explained_var = explained_variance(self.rollout_buffer.values.flatten(), self.rollout_buffer.returns.flatten())
+
+        # sb3ext: d = E[KL(old || new)] over the rollout with the updated policy, then the paper's beta rule
+        kl = self._rollout_kl()
+        kl_coef_used = self.kl_coef
+        self.kl_coef = adapt_kl_coef(self.kl_coef, kl, self.kl_target, self.kl_tolerance, self.kl_factor)
+
+        # Logs
+        self.logger.record("train/entropy_loss", np.mean(entropy_losses))
+        self.logger.record("train/policy_gradient_loss", np.mean(pg_losses))
+        self.logger.record("train/value_loss", np.mean(value_losses))
+        self.logger.record("train/approx_kl", np.mean(approx_kl_divs))
+        self.logger.record("train/clip_fraction", np.mean(clip_fractions))
+        self.logger.record("train/loss", loss.item())
+        self.logger.record("train/explained_variance", explained_var)
+        if hasattr(self.policy, "log_std"):
+            self.logger.record("train/std", th.exp(self.policy.log_std).mean().item())
+
+        self.logger.record("train/n_updates", self._n_updates, exclude="tensorboard")
+        if clip_range is not None:  # sb3ext
+            self.logger.record("train/clip_range", clip_range)
+        if self.clip_range_vf is not None:
+            self.logger.record("train/clip_range_vf", clip_range_vf)
+        # sb3ext: the KL penalty
+        self.logger.record("train/kl", kl)
+        self.logger.record("train/kl_coef", kl_coef_used)
+        if kl_penalties:
+            self.logger.record("train/kl_penalty", np.mean(kl_penalties))
+
+    def _evaluate(self, obs: th.Tensor, actions: th.Tensor) -> tuple[th.Tensor, th.Tensor, th.Tensor | None, Any]:
+        """``ActorCriticPolicy.evaluate_actions`` that also returns the action distribution."""
+        policy = self.policy
+        features = policy.extract_features(obs)
+        if policy.share_features_extractor:
+            latent_pi, latent_vf = policy.mlp_extractor(features)
+        else:
+            pi_features, vf_features = features
+            latent_pi = policy.mlp_extractor.forward_actor(pi_features)
+            latent_vf = policy.mlp_extractor.forward_critic(vf_features)
+        distribution = policy._get_action_dist_from_latent(latent_pi)
+        log_prob = distribution.log_prob(actions)
+        values = policy.value_net(latent_vf)
+        return values, log_prob, distribution.entropy(), distribution
+
+    def _rollout_kl(self) -> float:
+        """Mean KL(old || new) over the (flattened) rollout, in order: no random permutation is drawn."""
+        total, count = 0.0, 0
+        size = self.rollout_buffer.buffer_size * self.rollout_buffer.n_envs
+        with th.no_grad():
+            for start in range(0, size, 4096):
+                rollout_data = self.rollout_buffer._get_samples(np.arange(start, min(start + 4096, size)))
+                distribution = self.policy.get_distribution(rollout_data.observations)
+                kl = kl_from_params(rollout_data.old_distribution_params, distribution)
+                total += kl.sum().item()
+                count += len(kl)
+        return total / max(count, 1)
+
+    def learn(
+        self: SelfKLPPO,
+        total_timesteps: int,
+        callback: MaybeCallback = None,
+        log_interval: int = 1,
+        tb_log_name: str = "KLPPO",
+        reset_num_timesteps: bool = True,
+        progress_bar: bool = False,
+    ) -> SelfKLPPO:
+        return super().learn(
+            total_timesteps=total_timesteps,
+            callback=callback,
+            log_interval=log_interval,
+            tb_log_name=tb_log_name,
+            reset_num_timesteps=reset_num_timesteps,
+            progress_bar=progress_bar,
+        )
