@@ -8,6 +8,9 @@ __version__ = "0.1.0"
 
 _LAZY = {
     "AggreVaTeD": "sb3ext.algos.aggrevated",
+    "KLPPO": "sb3ext.algos.ppo_kl",
+    "RPO": "sb3ext.algos.rpo",
+    "TanhPPO": "sb3ext.algos.ppo_tanh",
     "Expert": "sb3ext.common.experts",
     "load_expert": "sb3ext.common.experts",
 }

@@ -25,6 +25,9 @@ from typing import Any
 #: zoo key -> "module:ClassName"; the zoo key is the algorithm's module name (STYLE.md).
 ALGORITHMS: dict[str, str] = {
     "aggrevated": "sb3ext.algos.aggrevated:AggreVaTeD",
+    "ppo_kl": "sb3ext.algos.ppo_kl:KLPPO",
+    "rpo": "sb3ext.algos.rpo:RPO",
+    "ppo_tanh": "sb3ext.algos.ppo_tanh:TanhPPO",
 }
 
 

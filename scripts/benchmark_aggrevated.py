@@ -24,9 +24,7 @@ from __future__ import annotations
 
 import argparse
 import csv
-import json
 import os
-import subprocess
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -34,6 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+from zoo_bench import train_through_zoo
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_EXPERTS = ROOT.parent / "shared" / "experts"
@@ -61,36 +60,10 @@ TASKS = {
 
 def zoo_run(algo: str, task: Task, seed: int, work: Path, experts: Path) -> dict:
     """Train through the zoo CLI; return the evaluation curve and the wall-clock time."""
-    folder = work / f"{algo}-{task.env_id}-{seed}"
-    result_file = folder / "result.json"
-    if result_file.exists():
-        return json.loads(result_file.read_text())
-    folder.mkdir(parents=True, exist_ok=True)
     budget = task.aggrevated_budget if algo == "aggrevated" else task.ppo_budget
-    command = [
-        sys.executable, "-m", "rl_zoo3.train", "--algo", algo, "--env", task.env_id, "--seed", str(seed),
-        "-n", str(budget), "--eval-freq", str(task.eval_freq), "--eval-episodes", "10", "--n-eval-envs", "1",
-        "-f", str(folder / "logs"), "--num-threads", "1", "--device", "cpu", "--log-interval", "-2",
-    ]  # fmt: skip
-    if algo == "aggrevated":
-        command += ["--hyperparams", f"expert:'{experts / task.expert}'"]
-    start = time.perf_counter()
-    with open(folder / "train.log", "w") as log:
-        subprocess.run(command, check=True, stdout=log, stderr=subprocess.STDOUT, cwd=folder)
-    wall = time.perf_counter() - start
-    evaluations = np.load(next((folder / "logs" / algo).glob(f"{task.env_id}_*/evaluations.npz")))
-    result = {
-        "algo": algo,
-        "env_id": task.env_id,
-        "seed": seed,
-        "wall_s": wall,
-        "budget": budget,
-        "timesteps": evaluations["timesteps"].tolist(),
-        "returns": evaluations["results"].mean(axis=1).tolist(),
-    }
-    result_file.write_text(json.dumps(result))
-    print(f"  {algo:10s} {task.env_id:26s} seed {seed}: {wall:6.1f} s", flush=True)
-    return result
+    extra = ["--hyperparams", f"expert:'{experts / task.expert}'"] if algo == "aggrevated" else []
+    folder = work / f"{algo}-{task.env_id}-{seed}"
+    return train_through_zoo(algo, task.env_id, seed, budget, task.eval_freq, folder, extra=extra)
 
 
 def reference_returns(task: Task, experts: Path) -> tuple[float, float]:

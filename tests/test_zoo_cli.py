@@ -149,6 +149,20 @@ def test_train_enjoy_continue_through_the_zoo(fresh_venv: FreshVenv, tmp_path: P
     assert first == 2048 // 64 and continued == first + 512 // 64, "-i continues the imitation schedule"
 
 
+@pytest.mark.parametrize("algo", ["ppo_kl", "rpo", "ppo_tanh"])
+def test_ppo_variants_train_and_enjoy_through_the_zoo(wheel_venv: FreshVenv, tmp_path: Path, algo: str) -> None:
+    train = wheel_venv.run(
+        "-m", "rl_zoo3.train", "--algo", algo, "--env", "Pendulum-v1", "-f", "logs", "-n", "512", "--seed", "0",
+        "--eval-freq", "-1", "--hyperparams", "n_steps:64", cwd=tmp_path,
+    )  # fmt: skip
+    assert re.search(rf"Loading hyperparameters from: .*sb3ext.*{algo}\.yml", train.stdout), train.stdout[-2000:]
+    enjoy = wheel_venv.run(
+        "-m", "rl_zoo3.enjoy", "--algo", algo, "--env", "Pendulum-v1", "-f", "logs", "--exp-id", "1",
+        "-n", "250", "--no-render", "--deterministic", cwd=tmp_path,
+    )  # fmt: skip
+    assert "Episode Reward" in enjoy.stdout
+
+
 def test_record_video_headless(wheel_venv: FreshVenv, tmp_path: Path) -> None:
     fresh_venv = wheel_venv
     expert = shared_expert(PENDULUM_EXPERT)

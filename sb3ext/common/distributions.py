@@ -25,7 +25,7 @@ def distribution_params(distribution: Distribution) -> th.Tensor:
 
     Gaussian: mean and log-std; categorical(s) and Bernoulli: logits.
     """
-    if isinstance(distribution, DiagGaussianDistribution):
+    if type(distribution) is DiagGaussianDistribution:  # not its subclass SquashedDiagGaussianDistribution
         normal = distribution.distribution
         return th.cat([normal.mean, normal.stddev.log()], dim=1)
     if isinstance(distribution, CategoricalDistribution):
@@ -42,7 +42,7 @@ def distribution_params(distribution: Distribution) -> th.Tensor:
 
 def kl_from_params(old_params: th.Tensor, distribution: Distribution) -> th.Tensor:
     """KL(old || new) per sample, summed over action dimensions; ``old_params`` from :func:`distribution_params`."""
-    if isinstance(distribution, DiagGaussianDistribution):
+    if type(distribution) is DiagGaussianDistribution:
         new = distribution.distribution
         old_mean, old_log_std = old_params.chunk(2, dim=1)
         old = Normal(old_mean, old_log_std.exp())

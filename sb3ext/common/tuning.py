@@ -80,13 +80,84 @@ def sample_aggrevated_params(
     return kwargs
 
 
+# The PPO variants search the zoo's PPO space (rl_zoo3.hyperparams_opt.sample_ppo_params: n_steps, batch size,
+# gamma, GAE lambda, learning rate, entropy coefficient, clip range, epochs, gradient clipping, network size and
+# activation) plus their own parameters; each converter rebuilds the kwargs from the raw trial parameters.
+
+
+def _zoo_ppo_space(trial: optuna.Trial, n_actions: int, n_envs: int, additional_args: dict[str, Any]) -> None:
+    from rl_zoo3.hyperparams_opt import sample_ppo_params
+
+    sample_ppo_params(trial, n_actions, n_envs, additional_args)  # suggests the zoo's PPO parameters
+
+
+def _zoo_ppo_kwargs(params: dict[str, Any]) -> dict[str, Any]:
+    from rl_zoo3.hyperparams_opt import convert_onpolicy_params
+
+    return convert_onpolicy_params(params)
+
+
+def convert_ppo_kl_params(params: dict[str, Any]) -> dict[str, Any]:
+    raw = dict(params)
+    clipping = raw.pop("clipping")
+    kwargs = _zoo_ppo_kwargs(raw)
+    if not clipping:
+        kwargs["clip_range"] = None  # the paper's section 4: KL penalty only
+    return kwargs
+
+
+def sample_ppo_kl_params(trial: optuna.Trial, n_actions: int, n_envs: int, additional_args: dict[str, Any]) -> dict[str, Any]:
+    """The zoo's PPO space + initial KL coefficient, KL target, and whether the surrogate is also clipped."""
+    _zoo_ppo_space(trial, n_actions, n_envs, additional_args)
+    trial.suggest_float("kl_coef", 0.1, 10.0, log=True)
+    trial.suggest_float("kl_target", 0.003, 0.05, log=True)
+    trial.suggest_categorical("clipping", [False, True])
+    return convert_ppo_kl_params(trial.params)
+
+
+def convert_rpo_params(params: dict[str, Any]) -> dict[str, Any]:
+    return _zoo_ppo_kwargs(dict(params))  # rpo_alpha passes through
+
+
+def sample_rpo_params(trial: optuna.Trial, n_actions: int, n_envs: int, additional_args: dict[str, Any]) -> dict[str, Any]:
+    """The zoo's PPO space + the perturbation half-width alpha."""
+    _zoo_ppo_space(trial, n_actions, n_envs, additional_args)
+    trial.suggest_float("rpo_alpha", 0.0, 1.0)
+    return convert_rpo_params(trial.params)
+
+
+def convert_ppo_tanh_params(params: dict[str, Any]) -> dict[str, Any]:
+    raw = dict(params)
+    log_std_init = raw.pop("log_std_init")
+    kwargs = _zoo_ppo_kwargs(raw)
+    kwargs["policy_kwargs"]["log_std_init"] = log_std_init
+    return kwargs
+
+
+def sample_ppo_tanh_params(
+    trial: optuna.Trial, n_actions: int, n_envs: int, additional_args: dict[str, Any]
+) -> dict[str, Any]:
+    """The zoo's PPO space (learning rate = the actor's) + critic learning rate and epochs, initial log-std."""
+    _zoo_ppo_space(trial, n_actions, n_envs, additional_args)
+    trial.suggest_float("critic_learning_rate", 1e-5, 3e-3, log=True)
+    trial.suggest_categorical("critic_n_epochs", [5, 10, 20])
+    trial.suggest_float("log_std_init", -2.0, 0.0)
+    return convert_ppo_tanh_params(trial.params)
+
+
 #: zoo algorithm key -> sampler(trial, n_actions, n_envs, additional_args) -> constructor kwargs
 SAMPLERS: dict[str, Callable[..., dict[str, Any]]] = {
     "aggrevated": sample_aggrevated_params,
+    "ppo_kl": sample_ppo_kl_params,
+    "rpo": sample_rpo_params,
+    "ppo_tanh": sample_ppo_tanh_params,
 }
 #: zoo algorithm key -> converter(raw trial parameters) -> constructor kwargs (used by ``--trial-id``)
 CONVERTERS: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {
     "aggrevated": convert_aggrevated_params,
+    "ppo_kl": convert_ppo_kl_params,
+    "rpo": convert_rpo_params,
+    "ppo_tanh": convert_ppo_tanh_params,
 }
 
 
