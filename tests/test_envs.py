@@ -103,11 +103,17 @@ def test_human_mode_without_display_fails_clearly(monkeypatch: pytest.MonkeyPatc
 
 
 @pytest.mark.parametrize(
-    "kwargs,message", [({"obs_type": "rgb"}, "obs_type must be"), ({"max_force": 0}, "max_force must be positive")]
+    "env_id,kwargs,message",
+    [
+        ("sb3ext/CartPole-v0", {"obs_type": "rgb"}, "obs_type must be"),
+        ("sb3ext/CartPole-v0", {"max_force": 0}, "max_force must be positive"),
+        ("sb3ext/BallPlate-v0", {"obs_type": "rgb"}, "obs_type must be"),
+        ("sb3ext/BallPlate-v0", {"max_torque": -1}, "max_torque must be positive"),
+    ],
 )
-def test_bad_arguments_name_the_problem(kwargs: dict, message: str) -> None:
+def test_bad_arguments_name_the_problem(env_id: str, kwargs: dict, message: str) -> None:
     with pytest.raises(ValueError, match=message):
-        gym.make("sb3ext/CartPole-v0", **kwargs)
+        gym.make(env_id, **kwargs)
 
 
 def _rss_mb() -> float:
@@ -142,15 +148,82 @@ def test_opening_and_closing_200_envs_leaks_nothing() -> None:
     assert after - before < 60, f"RSS grew by {after - before:.0f} MB over 200 envs (~28 MB per leaked client)"
 
 
-def test_subproc_vec_env_steps() -> None:
-    env = make_vec_env("sb3ext/CartPoleContinuous-v0", n_envs=2, seed=0, vec_env_cls=SubprocVecEnv)
+@pytest.mark.parametrize(
+    ("env_id", "obs_dim", "action_dim"), [("sb3ext/CartPoleContinuous-v0", 4, 1), ("sb3ext/BallPlateContinuous-v0", 8, 2)]
+)
+def test_subproc_vec_env_steps(env_id: str, obs_dim: int, action_dim: int) -> None:
+    env = make_vec_env(env_id, n_envs=2, seed=0, vec_env_cls=SubprocVecEnv)
     try:
         obs = env.reset()
         for _ in range(50):
-            obs, rewards, dones, infos = env.step(np.zeros((2, 1), dtype=np.float32))
-        assert obs.shape == (2, 4) and rewards.shape == (2,)
+            obs, rewards, dones, infos = env.step(np.zeros((2, action_dim), dtype=np.float32))
+        assert obs.shape == (2, obs_dim) and rewards.shape == (2,)
     finally:
         env.close()
+
+
+# ---------------------------------------------------------------------------------------------------- ball on plate
+
+
+def level_plate_with_ball(x: float = 0.0, y: float = 0.0, tilt_y: float = 0.0):
+    env = gym.make("sb3ext/BallPlateContinuous-v0").unwrapped
+    env.reset(seed=0)
+    env.sim.reset_joint(env.plate, env.joints[0], 0.0, 0.0)
+    env.sim.reset_joint(env.plate, env.joints[1], tilt_y, 0.0)
+    env.sim.client.resetBasePositionAndOrientation(env.ball, (x, y, env.SURFACE_Z + env.BALL_RADIUS), (0, 0, 0, 1))
+    env.sim.client.resetBaseVelocity(env.ball, (0, 0, 0), (0, 0, 0))
+    return env
+
+
+def test_ball_rolls_down_a_tilted_plate_at_five_sevenths_g_sin_theta() -> None:
+    env = level_plate_with_ball(tilt_y=np.deg2rad(5))
+    for _ in range(25):  # 0.5 s
+        obs, *_ = env.step(np.zeros(2, np.float32))
+    env.close()
+    acceleration = 2 * obs[4] / 0.5**2  # x = a t^2 / 2 (the ball starts at rest)
+    assert acceleration == pytest.approx(5 / 7 * 9.81 * np.sin(np.deg2rad(5)), rel=0.05)
+
+
+def test_plate_torque_sets_the_tilt_rate_within_the_limits() -> None:
+    env = level_plate_with_ball()
+    for _ in range(10):
+        obs, *_ = env.step(np.array([1.0, -1.0], np.float32))
+    assert obs[2] == pytest.approx(0.5, rel=0.1) and obs[3] == pytest.approx(-0.5, rel=0.1)  # 1 N m / 2 N m s/rad
+    for _ in range(100):
+        obs, *_ = env.step(np.array([1.0, -1.0], np.float32))
+    env.close()
+    assert 0.2 < obs[0] <= 0.26 and -0.26 <= obs[1] < -0.2  # held at the +-0.25 rad joint limits
+
+
+def test_plate_discrete_actions_are_torque_signs() -> None:
+    env = gym.make("sb3ext/BallPlate-v0", max_torque=0.7).unwrapped
+    env.reset(seed=0)
+    signs = {index: tuple(np.sign(env._torques(index))) for index in range(9)}
+    assert signs[0] == (-1, -1) and signs[4] == (0, 0) and signs[8] == (1, 1) and signs[5] == (0, 1)
+    assert len(set(signs.values())) == 9 and max(abs(t) for t in env._torques(2)) == 0.7
+    with pytest.raises(ValueError, match="invalid action 9 for Discrete"):
+        env.step(9)
+    env.close()
+
+
+def test_plate_reward_and_termination() -> None:
+    env = level_plate_with_ball(x=0.125)
+    _, reward, terminated, truncated, _ = env.step(np.zeros(2, np.float32))
+    assert reward == pytest.approx(1 - 0.5 * 0.125**2 / 0.25**2, abs=0.01) and not terminated and not truncated
+    env.sim.client.resetBasePositionAndOrientation(env.ball, (0.26, 0.0, 0.035), (0, 0, 0, 1))
+    _, reward, terminated, _, _ = env.step(np.zeros(2, np.float32))
+    env.close()
+    assert terminated and reward == 0.0
+
+
+def test_plate_pixels_show_the_ball_moving() -> None:
+    env = gym.make("sb3ext/BallPlatePixels-v0")
+    first, _ = env.reset(seed=0)
+    assert first.shape == (84, 84, 1) and first.dtype == np.uint8
+    for _ in range(15):
+        last, *_ = env.step(np.array([0.0, 1.0], np.float32))
+    env.close()
+    assert np.abs(last.astype(int) - first.astype(int)).sum() > 500
 
 
 def test_ids_are_registered_in_a_fresh_interpreter_without_importing_sb3ext() -> None:

@@ -374,12 +374,13 @@ def test_envs_from_the_wheel_with_stock_ppo(wheel_venv: FreshVenv, tmp_path: Pat
     """Assets resolve inside the installed wheel; the zoo trains stock PPO on an sb3ext id and records a video."""
     probe = wheel_venv.run(
         "-c",
-        "import gymnasium as gym; env = gym.make('sb3ext/CartPole-v0'); env.reset(seed=0); "
-        "from sb3ext.envs.bullet import asset_path; print(asset_path('cartpole.urdf'))",
+        "import gymnasium as gym, sb3ext.envs; [gym.make(i).reset(seed=0) for i in sb3ext.envs.ENV_IDS]; "
+        "from sb3ext.envs.bullet import asset_path; print(*(asset_path(n) for n in ('cartpole.urdf', 'plate.urdf', 'ball.urdf')))",
         cwd=tmp_path,
     )
     # (pybullet itself prints "argv[0]=" on stdout when a client connects: read the last line)
-    assert probe.stdout.strip().splitlines()[-1].startswith(str(wheel_venv.site_packages))
+    paths = probe.stdout.strip().splitlines()[-1].split()
+    assert len(paths) == 3 and all(path.startswith(str(wheel_venv.site_packages)) for path in paths), paths
     train = wheel_venv.run(
         "-m", "rl_zoo3.train", "--algo", "ppo", "--env", "sb3ext/CartPole-v0", "-f", "logs", "-n", "512",
         "--eval-freq", "-1", cwd=tmp_path,
