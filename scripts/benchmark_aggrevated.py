@@ -54,6 +54,8 @@ TASKS = {
         Task("MountainCarContinuous-v0", "sac/MountainCarContinuous-v0_1", 128, 3_000, 20_000),
         Task("CartPole-v1", "dqn/CartPole-v1_1", 256, 8_000, 50_000),
         Task("Acrobot-v1", "dqn/Acrobot-v1_1", 256, 8_000, 60_000),
+        # sb3ext's own env and the SAC expert shipped in the package (a `shipped:` reference)
+        Task("sb3ext/BallPlateContinuous-v0", "shipped:sac/sb3ext-BallPlateContinuous-v0_1", 2_500, 20_000, 200_000),
     ]
 }
 
@@ -61,9 +63,17 @@ TASKS = {
 def zoo_run(algo: str, task: Task, seed: int, work: Path, experts: Path) -> dict:
     """Train through the zoo CLI; return the evaluation curve and the wall-clock time."""
     budget = task.aggrevated_budget if algo == "aggrevated" else task.ppo_budget
-    extra = ["--hyperparams", f"expert:'{experts / task.expert}'"] if algo == "aggrevated" else []
-    folder = work / f"{algo}-{task.env_id}-{seed}"
+    extra = ["--hyperparams", f"expert:'{expert_reference(task, experts)}'"] if algo == "aggrevated" else []
+    folder = work / f"{algo}-{task.env_id.replace('/', '-')}-{seed}"
     return train_through_zoo(algo, task.env_id, seed, budget, task.eval_freq, folder, extra=extra)
+
+
+def plot_name(env_id: str) -> str:
+    return f"aggrevated_{env_id.replace('/', '-')}.png"
+
+
+def expert_reference(task: Task, experts: Path) -> str:
+    return task.expert if task.expert.startswith("shipped:") else str(experts / task.expert)
 
 
 def reference_returns(task: Task, experts: Path) -> tuple[float, float]:
@@ -85,7 +95,7 @@ def reference_returns(task: Task, experts: Path) -> tuple[float, float]:
             total += float(reward)
             done = terminated or truncated
         random_returns.append(total)
-    expert = load_expert(experts / task.expert)
+    expert = load_expert(expert_reference(task, experts))
     eval_env = Monitor(gym.make(task.env_id))
     eval_env.reset(seed=2000)
     expert_returns, _ = evaluate_policy(expert, eval_env, n_eval_episodes=20, return_episode_rewards=True)
@@ -184,6 +194,7 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=ROOT / "docs" / "benchmarks")
     parser.add_argument("--jobs", type=int, default=2, help="zoo runs in parallel (default 2: one per core)")
     parser.add_argument("--skip-throughput", action="store_true")
+    parser.add_argument("--report", default="aggrevated", help="name of the report: docs/benchmarks/<report>.md")
     parser.add_argument("--throughput-repeats", type=int, default=5)
     args = parser.parse_args()
     global DEFAULT_EXPERTS_FOR_THROUGHPUT
@@ -204,7 +215,7 @@ def main() -> None:
         random_return, expert_return = reference_returns(task, args.experts)
         threshold = random_return + 0.9 * (expert_return - random_return)
         task_results = [r for r in results if r["env_id"] == env_id]
-        plot_task(args.out / f"aggrevated_{env_id}.png", task, task_results, random_return, expert_return, threshold)
+        plot_task(args.out / plot_name(env_id), task, task_results, random_return, expert_return, threshold)
         per_algo: dict[str, list[int | None]] = {"aggrevated": [], "ppo": []}
         for result in task_results:
             steps, held = steps_to_threshold(result, threshold)
@@ -217,7 +228,7 @@ def main() -> None:
             })  # fmt: skip
         summary.append((env_id, random_return, expert_return, threshold, per_algo))
 
-    with open(args.out / "aggrevated_runs.csv", "w", newline="") as handle:
+    with open(args.out / f"{args.report}_runs.csv", "w", newline="") as handle:
         writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
         writer.writeheader()
         writer.writerows(rows)
@@ -228,7 +239,7 @@ def main() -> None:
         else [throughput(env_id, args.throughput_repeats, 4096) for env_id in ("Pendulum-v1", "CartPole-v1")]
     )
     write_report(args, summary, rows, tput)
-    print(f"Wrote {args.out / 'aggrevated.md'}")
+    print(f"Wrote {args.out / (args.report + '.md')}")
 
 
 def _fmt(steps: list[int | None], budget: int) -> str:
@@ -264,8 +275,9 @@ def write_report(args: argparse.Namespace, summary: list, rows: list[dict], tput
             ratio = f"{np.median(ppo) / np.median(agg):.1f}x"
         elif all(s is not None for s in agg):
             ratio = f">{task.ppo_budget / np.median(agg):.1f}x"
+        expert_algo = task.expert.removeprefix("shipped:").split("/")[0].upper()
         lines.append(
-            f"| {env_id} ({task.expert.split('/')[0].upper()}) | {random_return:.0f} | {expert_return:.0f} | {threshold:.0f} "
+            f"| {env_id} ({expert_algo}) | {random_return:.0f} | {expert_return:.0f} | {threshold:.0f} "
             f"| {_fmt(agg, task.aggrevated_budget)} | {_fmt(ppo, task.ppo_budget)} | {ratio} |"
         )
     lines += ["", "Per run (steps, fraction of later evaluations still above the threshold, final return, wall-clock "
@@ -277,7 +289,7 @@ def write_report(args: argparse.Namespace, summary: list, rows: list[dict], tput
             f"| {row['env_id']} | {row['algo']} | {row['seed']} | {row['steps_to_threshold'] or '>' + str(row['budget'])} "
             f"| {row['held_after']} | {row['final_return']} | {row['wall_s']} |"
         )
-    lines += [""] + [f"![{env_id}](aggrevated_{env_id}.png)" for env_id, *_ in summary]
+    lines += [""] + [f"![{env_id}]({plot_name(env_id)})" for env_id, *_ in summary]
     if tput:
         lines += [
             "",
@@ -301,7 +313,7 @@ def write_report(args: argparse.Namespace, summary: list, rows: list[dict], tput
             "The default roll-in (beta 0.5, decaying x0.9 per iteration) runs the expert's actor on most env steps of "
             "the first iterations, which PPO never pays; the beta-0 column isolates sb3ext's own machinery.",
         ]
-    (args.out / "aggrevated.md").write_text("\n".join(lines) + "\n")
+    (args.out / f"{args.report}.md").write_text("\n".join(lines) + "\n")
 
 
 if __name__ == "__main__":

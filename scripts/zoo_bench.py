@@ -47,6 +47,7 @@ def train_through_zoo(
         "budget": budget,
         "timesteps": evaluations["timesteps"].tolist(),
         "returns": evaluations["results"].mean(axis=1).tolist(),
+        "lengths": evaluations["ep_lengths"].mean(axis=1).tolist(),
     }
     result_file.write_text(json.dumps(result))
     print(f"  {algo:10s} {env_id:26s} seed {seed}: {wall:6.1f} s", flush=True)

@@ -172,3 +172,13 @@ def test_trust_is_explicit(tmp_path: Path) -> None:
     trusted = run_offline(code, tmp_path / "cache", tmp_path, TRUST_REMOTE_CODE="1")
     assert trusted.returncode == 0, trusted.stderr
     assert marker.exists(), "with explicit trust SB3's own loader runs the checkpoint's objects"
+
+
+def test_shipped_expert_references() -> None:
+    from sb3ext.common.hub import parse_reference, shipped_experts
+
+    assert "sac/Pendulum-v1_1" in shipped_experts()
+    reference = parse_reference("shipped:sac/Pendulum-v1_1")
+    assert not reference.is_hub and Path(reference.location).is_dir()
+    with pytest.raises(ValueError, match=r"no shipped expert 'sac/Nope_1'; shipped: shipped:sac/"):
+        parse_reference("shipped:sac/Nope_1")

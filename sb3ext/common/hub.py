@@ -48,6 +48,23 @@ def trust_from_environment() -> bool:
     return os.environ.get("TRUST_REMOTE_CODE", "").strip().lower() in _TRUTHY
 
 
+SHIPPED_PREFIX = "shipped:"
+
+
+def shipped_experts() -> list[str]:
+    """Names of the experts shipped inside sb3ext (``<algo>/<run folder>``), for ``shipped:<name>`` references."""
+    root = Path(__file__).resolve().parent.parent / "experts"
+    return sorted(f"{folder.parent.name}/{folder.name}" for folder in root.glob("*/*") if any(folder.glob("*.zip")))
+
+
+def shipped_expert(name: str) -> Path:
+    """Folder of the shipped expert ``name`` (``sac/Pendulum-v1_1``); ``ValueError`` listing them if unknown."""
+    path = Path(__file__).resolve().parent.parent / "experts" / name
+    if name not in shipped_experts():
+        raise ValueError(f"no shipped expert {name!r}; shipped: {', '.join(SHIPPED_PREFIX + n for n in shipped_experts())}")
+    return path
+
+
 def parse_reference(reference: str | os.PathLike[str] | dict[str, Any]) -> ExpertReference:
     """Turn a user's expert reference into an :class:`ExpertReference` (no I/O beyond ``exists``)."""
     if isinstance(reference, dict):
@@ -76,6 +93,8 @@ def parse_reference(reference: str | os.PathLike[str] | dict[str, Any]) -> Exper
     if not isinstance(reference, (str, os.PathLike)):
         raise TypeError(f"expert must be a path, a Hub id, a mapping or an Expert, not {type(reference).__name__}")
     text = os.fspath(reference)
+    if isinstance(reference, str) and text.startswith(SHIPPED_PREFIX):
+        return ExpertReference(str(shipped_expert(text[len(SHIPPED_PREFIX) :])), False)
     match = HUB_ID.match(text)
     if isinstance(reference, str) and match and not text.startswith((".", "/", "~")) and not Path(text).exists():
         return ExpertReference(match.group("repo"), True, match.group("revision"))
