@@ -9,8 +9,19 @@ from __future__ import annotations
 
 from importlib import resources
 from pathlib import Path
+from typing import Any
 
+import gymnasium as gym
 import numpy as np
+
+PIXEL_SIZE = 84
+
+
+def to_grayscale(frame: np.ndarray, size: int = PIXEL_SIZE) -> np.ndarray:
+    """RGB (H, W, 3) uint8 -> grayscale (H, W, 1) uint8 (ITU-R 601 luma)."""
+    gray = frame[..., 0] * 0.299 + frame[..., 1] * 0.587 + frame[..., 2] * 0.114
+    assert gray.shape == (size, size)
+    return gray.astype(np.uint8)[..., None]
 
 
 def asset_path(name: str) -> Path:
@@ -95,3 +106,44 @@ class BulletSim:
 
     def __del__(self) -> None:
         self.close()
+
+
+class BulletEnv(gym.Env):
+    """What sb3ext's PyBullet envs share: argument checks, the simulator, pixel observations, rendering, close.
+
+    Subclasses set ``PHYSICS_DT``, build their scene on ``self.sim`` and implement ``_camera(width, height)``.
+    """
+
+    metadata = {"render_modes": ["human", "rgb_array"], "render_fps": 50}
+    PHYSICS_DT = 0.01
+
+    def __init__(self, obs_type: str, render_mode: str | None, **positive: float):
+        if obs_type not in ("state", "pixels"):
+            raise ValueError(f"obs_type must be 'state' or 'pixels', got {obs_type!r}")
+        if render_mode not in (None, *self.metadata["render_modes"]):
+            raise ValueError(f"render_mode must be None, 'rgb_array' or 'human', got {render_mode!r}")
+        for name, value in positive.items():
+            if value <= 0:
+                raise ValueError(f"{name} must be positive, got {value}")
+        self.obs_type = obs_type
+        self.render_mode = render_mode
+        self.sim = BulletSim(render_mode, timestep=self.PHYSICS_DT)
+
+    def _pixel_space(self) -> gym.spaces.Box:
+        return gym.spaces.Box(0, 255, (PIXEL_SIZE, PIXEL_SIZE, 1), np.uint8)
+
+    def _observation(self, state: np.ndarray) -> np.ndarray:
+        if self.obs_type == "state":
+            return state
+        return to_grayscale(self._camera(PIXEL_SIZE, PIXEL_SIZE))
+
+    def _camera(self, width: int, height: int) -> np.ndarray:
+        raise NotImplementedError
+
+    def render(self) -> Any:
+        if self.render_mode == "rgb_array":
+            return self._camera(320, 240)
+        return None
+
+    def close(self) -> None:
+        self.sim.close()

@@ -4,23 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
-import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
-from sb3ext.envs.bullet import BulletSim
-
-PIXEL_SIZE = 84
+from sb3ext.envs.bullet import BulletEnv
 
 
-def to_grayscale(frame: np.ndarray, size: int = PIXEL_SIZE) -> np.ndarray:
-    """RGB (H, W, 3) uint8 -> grayscale (H, W, 1) uint8 (ITU-R 601 luma)."""
-    gray = frame[..., 0] * 0.299 + frame[..., 1] * 0.587 + frame[..., 2] * 0.114
-    assert gray.shape == (size, size)
-    return gray.astype(np.uint8)[..., None]
-
-
-class BulletCartPoleEnv(gym.Env):
+class BulletCartPoleEnv(BulletEnv):
     """
     Cart-pole in PyBullet (``sb3ext/CartPole-v0``, ``sb3ext/CartPoleContinuous-v0``, ``sb3ext/CartPolePixels-v0``).
 
@@ -41,7 +31,6 @@ class BulletCartPoleEnv(gym.Env):
     :param render_mode: None, "rgb_array" or "human"
     """
 
-    metadata = {"render_modes": ["human", "rgb_array"], "render_fps": 50}
     X_LIMIT = 2.4
     THETA_LIMIT = 12 * 2 * np.pi / 360
     PHYSICS_DT = 0.01
@@ -50,23 +39,15 @@ class BulletCartPoleEnv(gym.Env):
     def __init__(
         self, continuous: bool = False, obs_type: str = "state", max_force: float = 10.0, render_mode: str | None = None
     ):
-        if obs_type not in ("state", "pixels"):
-            raise ValueError(f"obs_type must be 'state' or 'pixels', got {obs_type!r}")
-        if render_mode not in (None, *self.metadata["render_modes"]):
-            raise ValueError(f"render_mode must be None, 'rgb_array' or 'human', got {render_mode!r}")
-        if max_force <= 0:
-            raise ValueError(f"max_force must be positive, got {max_force}")
+        super().__init__(obs_type, render_mode, max_force=max_force)
         self.continuous = continuous
-        self.obs_type = obs_type
         self.max_force = float(max_force)
-        self.render_mode = render_mode
         self.action_space: spaces.Space = spaces.Box(-1.0, 1.0, (1,), np.float32) if continuous else spaces.Discrete(2)
         if obs_type == "state":
             high = np.array([3.0, np.inf, np.pi, np.inf], dtype=np.float32)
             self.observation_space: spaces.Space = spaces.Box(-high, high, dtype=np.float32)
         else:
-            self.observation_space = spaces.Box(0, 255, (PIXEL_SIZE, PIXEL_SIZE, 1), np.uint8)
-        self.sim = BulletSim(render_mode, timestep=self.PHYSICS_DT)
+            self.observation_space = self._pixel_space()
         self.body = self.sim.load_urdf("cartpole.urdf", fixed=True)
         self.joints = [self.sim.joint_index(self.body, "slider"), self.sim.joint_index(self.body, "hinge")]
         self.sim.free_joints(self.body, self.joints)
@@ -79,11 +60,6 @@ class BulletCartPoleEnv(gym.Env):
     def _state(self) -> np.ndarray:
         (x, x_dot, *_), (theta, theta_dot, *_) = self._get_joint_states(self.body, self.joints)
         return np.array((x, x_dot, theta, theta_dot), dtype=np.float32)
-
-    def _observation(self, state: np.ndarray) -> np.ndarray:
-        if self.obs_type == "state":
-            return state
-        return to_grayscale(self._camera(PIXEL_SIZE, PIXEL_SIZE))
 
     def _camera(self, width: int, height: int) -> np.ndarray:
         return self.sim.render(width, height, target=(0.0, 0.0, 0.4), distance=3.4, yaw=0.0, pitch=-8.0, fov=75.0)
@@ -109,11 +85,3 @@ class BulletCartPoleEnv(gym.Env):
         state = self._state()
         terminated = abs(state[0]) > self.X_LIMIT or abs(state[2]) > self.THETA_LIMIT
         return self._observation(state), 1.0, bool(terminated), False, {}
-
-    def render(self) -> np.ndarray | None:
-        if self.render_mode == "rgb_array":
-            return self._camera(320, 240)
-        return None
-
-    def close(self) -> None:
-        self.sim.close()

@@ -4,15 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
-import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
-from sb3ext.envs.bullet import BulletSim
-from sb3ext.envs.cartpole import PIXEL_SIZE, to_grayscale
+from sb3ext.envs.bullet import BulletEnv
 
 
-class BulletBallPlateEnv(gym.Env):
+class BulletBallPlateEnv(BulletEnv):
     """
     Ball on a plate (``sb3ext/BallPlate-v0``, ``sb3ext/BallPlateContinuous-v0``, ``sb3ext/BallPlatePixels-v0``).
 
@@ -40,7 +38,6 @@ class BulletBallPlateEnv(gym.Env):
     :param render_mode: None, "rgb_array" or "human"
     """
 
-    metadata = {"render_modes": ["human", "rgb_array"], "render_fps": 50}
     HALF_SIZE = 0.25
     BALL_RADIUS = 0.025
     SURFACE_Z = 0.01
@@ -50,23 +47,15 @@ class BulletBallPlateEnv(gym.Env):
     def __init__(
         self, continuous: bool = False, obs_type: str = "state", max_torque: float = 1.0, render_mode: str | None = None
     ):
-        if obs_type not in ("state", "pixels"):
-            raise ValueError(f"obs_type must be 'state' or 'pixels', got {obs_type!r}")
-        if render_mode not in (None, *self.metadata["render_modes"]):
-            raise ValueError(f"render_mode must be None, 'rgb_array' or 'human', got {render_mode!r}")
-        if max_torque <= 0:
-            raise ValueError(f"max_torque must be positive, got {max_torque}")
+        super().__init__(obs_type, render_mode, max_torque=max_torque)
         self.continuous = continuous
-        self.obs_type = obs_type
         self.max_torque = float(max_torque)
-        self.render_mode = render_mode
         self.action_space: spaces.Space = spaces.Box(-1.0, 1.0, (2,), np.float32) if continuous else spaces.Discrete(9)
         if obs_type == "state":
             high = np.array([0.3, 0.3, np.inf, np.inf, 0.4, 0.4, np.inf, np.inf], dtype=np.float32)
             self.observation_space: spaces.Space = spaces.Box(-high, high, dtype=np.float32)
         else:
-            self.observation_space = spaces.Box(0, 255, (PIXEL_SIZE, PIXEL_SIZE, 1), np.uint8)
-        self.sim = BulletSim(render_mode, timestep=self.PHYSICS_DT)
+            self.observation_space = self._pixel_space()
         self.plate = self.sim.load_urdf("plate.urdf", fixed=True)
         self.ball = self.sim.load_urdf("ball.urdf", position=(0.0, 0.0, self.SURFACE_Z + self.BALL_RADIUS))
         self.joints = [self.sim.joint_index(self.plate, "tilt_x"), self.sim.joint_index(self.plate, "tilt_y")]
@@ -88,11 +77,6 @@ class BulletBallPlateEnv(gym.Env):
         (bx, by, bz), _ = self._get_ball_pose(self.ball)
         (bvx, bvy, _), _ = self._get_ball_velocity(self.ball)
         return np.array((ax, ay, vx, vy, bx, by, bvx, bvy), dtype=np.float32), bz
-
-    def _observation(self, state: np.ndarray) -> np.ndarray:
-        if self.obs_type == "state":
-            return state
-        return to_grayscale(self._camera(PIXEL_SIZE, PIXEL_SIZE))
 
     def _camera(self, width: int, height: int) -> np.ndarray:
         return self.sim.render(width, height, target=(0.0, 0.0, 0.0), distance=0.62, yaw=0.0, pitch=-60.0, fov=60.0)
@@ -130,11 +114,3 @@ class BulletBallPlateEnv(gym.Env):
         off = abs(x) > self.HALF_SIZE or abs(y) > self.HALF_SIZE or ball_z < self.SURFACE_Z - 0.05
         reward = 0.0 if off else 1.0 - 0.5 * (x * x + y * y) / self.HALF_SIZE**2
         return self._observation(state), reward, bool(off), False, {}
-
-    def render(self) -> np.ndarray | None:
-        if self.render_mode == "rgb_array":
-            return self._camera(320, 240)
-        return None
-
-    def close(self) -> None:
-        self.sim.close()
