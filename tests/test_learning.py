@@ -53,6 +53,23 @@ def test_acrobot_reaches_expert_level_in_3k_steps() -> None:
     assert after > -110 and after - before > 100, f"before {before:.0f}, after {after:.0f} (expert ~-75, random -500)"
 
 
+@pytest.mark.parametrize("seed", [0, 1])
+def test_plate_learns_from_the_shipped_sac_expert_in_8k_steps(seed: int) -> None:
+    """sb3ext's own env and expert (no ../shared needed); stock PPO needs ~80k steps for the same."""
+    env_id = "sb3ext/BallPlateContinuous-v0"
+    hyperparams = {k: v for k, v in default_hyperparams(env_id).items() if k not in ZOO_KEYS}
+    model = AggreVaTeD(
+        "MlpPolicy", make_vec_env(env_id, n_envs=4, seed=seed), expert="shipped:sac/sb3ext-BallPlateContinuous-v0_1",
+        seed=seed, **hyperparams,
+    )  # fmt: skip
+    _, before = evaluate_policy(model, make_vec_env(env_id, n_envs=1, seed=1000), 10, return_episode_rewards=True)
+    model.learn(8192)
+    _, after = evaluate_policy(model, make_vec_env(env_id, n_envs=1, seed=1000), 10, return_episode_rewards=True)
+    # episode lengths: the ball stays on the plate for up to 500 steps (random policy ~75, the expert 500)
+    assert np.mean(before) < 250, f"an untrained learner should drop the ball early (got {np.mean(before):.0f} steps)"
+    assert np.mean(after) >= 400, f"after 8k steps the ball should stay on (expert 500), got {np.mean(after):.0f} steps"
+
+
 def test_learned_policy_differs_from_a_broken_gradient_sign() -> None:
     """Guard: with the advantage sign flipped the same budget must fail (the tests above can fail)."""
     from sb3ext.algos.aggrevated import aggrevated as module
