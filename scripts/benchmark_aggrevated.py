@@ -55,7 +55,7 @@ TASKS = {
         Task("CartPole-v1", "dqn/CartPole-v1_1", 256, 8_000, 50_000),
         Task("Acrobot-v1", "dqn/Acrobot-v1_1", 256, 8_000, 60_000),
         # sb3ext's own env and the SAC expert shipped in the package (a `shipped:` reference)
-        Task("sb3ext/BallPlateContinuous-v0", "shipped:sac/sb3ext-BallPlateContinuous-v0_1", 2_500, 20_000, 200_000),
+        Task("sb3ext/BallPlateContinuous-v0", "shipped:sac/sb3ext-BallPlateContinuous-v0_1", 2_000, 16_000, 120_000),
     ]
 }
 

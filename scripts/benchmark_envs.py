@@ -186,12 +186,18 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="trainings run in parallel")
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--skip-learning", action="store_true")
+    parser.add_argument("--skip-throughput", action="store_true", help="only train (e.g. to fill the run cache)")
     parser.add_argument("--work-dir", type=Path, default=ROOT / "bench_runs" / "envs")
     parser.add_argument("--out", type=Path, default=ROOT / "docs" / "benchmarks")
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
 
-    rates = throughput(args.repeats, 20_000)
+    if args.skip_throughput:
+        args.out = args.work_dir / "report"  # a partial run must not overwrite the docs
+        args.out.mkdir(parents=True, exist_ok=True)
+        rates = {name: float("nan") for name in MEASURES}
+    else:
+        rates = throughput(args.repeats, 20_000)
     command = ("python scripts/benchmark_envs.py " + " ".join(sys.argv[1:])).strip()
     lines = [
         "# sb3ext PyBullet environments",
