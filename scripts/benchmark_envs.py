@@ -49,7 +49,7 @@ TASKS = {
         Task("sb3ext/CartPole-v0", 100_000, 5_000, "returns", 475, "return >= 475"),
         Task("sb3ext/BallPlateContinuous-v0", 300_000, 10_000, "lengths", 475, "ball on for >= 95% of 500 steps"),
         Task("sb3ext/BallPlate-v0", 300_000, 10_000, "lengths", 475, "ball on for >= 95% of 500 steps"),
-        Task("sb3ext/CartPolePixels-v0", 200_000, 10_000, "returns", 100, "return >= 100 (5x random)"),
+        Task("sb3ext/CartPolePixels-v1", 200_000, 10_000, "returns", 100, "return >= 100 (5x random)"),
     ]
 }
 

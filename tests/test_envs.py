@@ -79,7 +79,7 @@ def test_rgb_array_frames(env_id: str) -> None:
 
 
 def test_pixel_observations_show_the_pole_moving() -> None:
-    env = gym.make("sb3ext/CartPolePixels-v0")
+    env = gym.make("sb3ext/CartPolePixels-v1")
     first, _ = env.reset(seed=0)
     assert first.shape == (84, 84, 1) and first.dtype == np.uint8
     for _ in range(10):

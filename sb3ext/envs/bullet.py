@@ -87,10 +87,15 @@ class BulletSim:
         yaw: float,
         pitch: float,
         fov: float = 60.0,
+        aspect: float | None = None,
     ) -> np.ndarray:
-        """An RGB frame (height, width, 3) uint8 from the TinyRenderer (works headless)."""
+        """An RGB frame (height, width, 3) uint8 from the TinyRenderer (works headless).
+
+        ``fov`` is the vertical field of view; ``aspect`` (horizontal / vertical extent, default width / height)
+        other than width / height stretches the picture (e.g. a wide, flat scene into a square frame).
+        """
         view = self.client.computeViewMatrixFromYawPitchRoll(target, distance, yaw, pitch, 0.0, 2)
-        projection = self.client.computeProjectionMatrixFOV(fov, width / height, 0.05, 20.0)
+        projection = self.client.computeProjectionMatrixFOV(fov, aspect or width / height, 0.05, 20.0)
         _, _, rgba, _, _ = self.client.getCameraImage(
             width, height, view, projection, renderer=self.p.ER_TINY_RENDERER, flags=self.p.ER_NO_SEGMENTATION_MASK
         )

@@ -7,12 +7,12 @@ from typing import Any
 import numpy as np
 from gymnasium import spaces
 
-from sb3ext.envs.bullet import BulletEnv
+from sb3ext.envs.bullet import PIXEL_SIZE, BulletEnv
 
 
 class BulletCartPoleEnv(BulletEnv):
     """
-    Cart-pole in PyBullet (``sb3ext/CartPole-v0``, ``sb3ext/CartPoleContinuous-v0``, ``sb3ext/CartPolePixels-v0``).
+    Cart-pole in PyBullet (``sb3ext/CartPole-v0``, ``sb3ext/CartPoleContinuous-v0``, ``sb3ext/CartPolePixels-v1``).
 
     A cart (1.0 kg) slides on a frictionless rail; a pole (0.1 kg, 1 m, centre of mass at 0.5 m) hinges on
     it freely (both joints' default velocity motors are disabled). The action is a horizontal force on the
@@ -21,7 +21,9 @@ class BulletCartPoleEnv(BulletEnv):
 
     Observation (``obs_type="state"``): [x (m), x_dot (m/s), theta (rad, 0 = upright), theta_dot (rad/s)];
     ``obs_type="pixels"``: an 84x84 grayscale frame of the scene (uint8, shape (84, 84, 1)) from the
-    TinyRenderer, for ``CnnPolicy`` with frame stacking (a single frame does not show velocities).
+    TinyRenderer, for ``CnnPolicy`` with frame stacking (a single frame does not show velocities). The
+    frame spans the rail (+-2.7 m) horizontally and 2.7 m vertically (stretched x2 so the pole covers ~30
+    pixels), with the pole drawn dark on the white background.
     Reward: +1 per step. Terminated when |x| > 2.4 m or |theta| > 12 degrees; the time limit (500 steps)
     is set in the registration (truncation).
 
@@ -51,6 +53,8 @@ class BulletCartPoleEnv(BulletEnv):
         self.body = self.sim.load_urdf("cartpole.urdf", fixed=True)
         self.joints = [self.sim.joint_index(self.body, "slider"), self.sim.joint_index(self.body, "hinge")]
         self.sim.free_joints(self.body, self.joints)
+        if obs_type == "pixels":  # contrast for the grayscale observation: a dark pole on the white background
+            self.sim.client.changeVisualShape(self.body, self.joints[1], rgbaColor=[0.1, 0.1, 0.1, 1.0])
         # hot path: bound pybullet calls (this client's id already applied by BulletClient)
         self._get_joint_states = self.sim.client.getJointStates
         self._set_forces = self.sim.client.setJointMotorControlArray
@@ -62,6 +66,9 @@ class BulletCartPoleEnv(BulletEnv):
         return np.array((x, x_dot, theta, theta_dot), dtype=np.float32)
 
     def _camera(self, width: int, height: int) -> np.ndarray:
+        if width == PIXEL_SIZE and self.obs_type == "pixels":  # the observation: the wide scene stretched into 84x84
+            target = (0.0, 0.0, 0.45)
+            return self.sim.render(width, height, target=target, distance=3.4, yaw=0.0, pitch=0.0, fov=43.3, aspect=2.0)
         return self.sim.render(width, height, target=(0.0, 0.0, 0.4), distance=3.4, yaw=0.0, pitch=-8.0, fov=75.0)
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[np.ndarray, dict[str, Any]]:
