@@ -258,7 +258,8 @@ def write_report(args: argparse.Namespace, summary: list, rows: list[dict], tput
         f"{time.strftime('%Y-%m-%d')}, {os.cpu_count()} CPU cores, seeds {args.seeds}.",
         "",
         "Both algorithms are trained by the unmodified `python -m rl_zoo3.train` (AggreVaTeD with "
-        "`hyperparams/aggrevated.yml`, PPO with the zoo's own `ppo.yml`) and evaluated by the zoo's "
+        "`hyperparams/aggrevated.yml`, PPO with the zoo's own `ppo.yml`, sb3ext's for `sb3ext/` ids) "
+        "and evaluated by the zoo's "
         "EvalCallback with the same frequency and 10 deterministic episodes. Threshold: random + 0.9 x "
         "(expert - random). Steps: median over seeds (each seed in brackets); `>N`: not reached within the budget N.",
         "",

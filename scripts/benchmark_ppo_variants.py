@@ -145,17 +145,19 @@ def main() -> None:
         lines += [
             f"### {env} ({task.budget:,} env steps, {task.eval_episodes} episodes every {task.eval_freq:,} steps)",
             "",
-            "| algorithm | final return, median (seeds) | mean of the last 3 evaluations, median | wall-clock per run |",
-            "|---|---|---|---|",
+            "| algorithm | final return, median (seeds) | mean of the last 3 evaluations, median "
+            "| mean of all evaluations (area under the curve), median | wall-clock per run |",
+            "|---|---|---|---|---|",
         ]
         for algo in args.algos:
             runs = [r for r in task_results if r["algo"] == algo]
             finals = [r["returns"][-1] for r in runs]
             last3 = [float(np.mean(r["returns"][-3:])) for r in runs]
+            area = [float(np.mean(r["returns"])) for r in runs]
             wall = float(np.median([r["wall_s"] for r in runs]))
             lines.append(
                 f"| {algo} | {np.median(finals):.1f} ({', '.join(f'{v:.0f}' for v in finals)}) | "
-                f"{np.median(last3):.1f} | {wall / 60:.1f} min |"
+                f"{np.median(last3):.1f} | {np.median(area):.1f} | {wall / 60:.1f} min |"
             )
             for r in runs:
                 rows += [(algo, env, r["seed"], s, v) for s, v in zip(r["timesteps"], r["returns"])]
