@@ -164,7 +164,7 @@ def plot_task(
 
     fig, ax = plt.subplots(figsize=(7, 4.2))
     colors = {"aggrevated": "tab:blue", "ppo": "tab:orange"}
-    labels = {"aggrevated": "AggreVaTeD (sb3ext defaults)", "ppo": "PPO (zoo tuned)"}
+    labels = {"aggrevated": "AggreVaTeD (sb3ext defaults)", "ppo": "PPO (default YAML)"}
     for algo in ("aggrevated", "ppo"):
         runs = [r for r in results if r["algo"] == algo]
         for i, run in enumerate(runs):
