@@ -47,7 +47,7 @@ TASKS = {
     task.env_id: task
     for task in [
         Task("sb3ext/CartPole-v0", 100_000, 5_000, "returns", 475, "return >= 475"),
-        Task("sb3ext/BallPlateContinuous-v0", 300_000, 10_000, "lengths", 475, "ball on for >= 95% of 500 steps"),
+        Task("sb3ext/BallPlateContinuous-v0", 1_000_000, 20_000, "lengths", 475, "ball on for >= 95% of 500 steps"),
         Task("sb3ext/BallPlate-v0", 300_000, 10_000, "lengths", 475, "ball on for >= 95% of 500 steps"),
         Task("sb3ext/CartPolePixels-v1", 200_000, 10_000, "returns", 100, "return >= 100 (5x random)"),
     ]
