@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-from zoo_bench import train_through_zoo
+from zoo_bench import save_figure, train_through_zoo
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -166,17 +166,10 @@ def plot(out: Path, task: Task, runs: list[dict], random_value: float) -> Path:
         ax.plot(run["timesteps"], run[task.metric], marker="o", ms=3, label=f"seed {run['seed']}")
     ax.axhline(task.goal, color="gray", ls="--", label=task.goal_text)
     ax.axhline(random_value, color="tab:red", ls=":", label=f"random policy ({random_value:.0f})")
-    ax.set_xlabel("environment steps")
     what = "evaluation return" if task.metric == "returns" else "evaluation episode length (ball on the plate)"
-    ax.set_ylabel(f"{what}, 10 deterministic episodes")
-    ax.set_title(f"Stock PPO (sb3ext hyperparams/ppo.yml) on {task.env_id}")
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
-    fig.tight_layout()
+    title = f"Stock PPO (sb3ext hyperparams/ppo.yml) on {task.env_id}"
     path = out / f"envs_ppo_{task.env_id.split('/')[-1]}.png"
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return save_figure(fig, ax, f"{what}, 10 deterministic episodes", title, path)
 
 
 def main() -> None:

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-from zoo_bench import train_through_zoo
+from zoo_bench import save_figure, train_through_zoo
 
 ROOT = Path(__file__).resolve().parent.parent
 ALGOS = ("ppo", "ppo_kl", "rpo", "ppo_tanh")
@@ -98,16 +98,8 @@ def plot_task(out: Path, task: Task, results: list[dict]) -> Path:
             ax.plot(steps, curve, color=color, alpha=0.25, lw=0.8)
         label = "PPO (zoo YAML)" if algo == "ppo" else algo
         ax.plot(steps, np.median(values, axis=0), color=color, lw=2, label=f"{label} (median of {len(runs)} seeds)")
-    ax.set_xlabel("environment steps")
-    ax.set_ylabel(f"evaluation return ({task.eval_episodes} deterministic episodes)")
-    ax.set_title(f"PPO variants on {task.env_id}")
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    path = out / f"ppo_variants_{task.env_id}.png"
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    ylabel = f"evaluation return ({task.eval_episodes} deterministic episodes)"
+    return save_figure(fig, ax, ylabel, f"PPO variants on {task.env_id}", out / f"ppo_variants_{task.env_id}.png")
 
 
 def main() -> None:
