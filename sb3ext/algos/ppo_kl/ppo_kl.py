@@ -197,8 +197,10 @@ class KLPPO(PPO):
                     # Convert discrete action from float to long
                     actions = rollout_data.actions.long().flatten()
 
-                # sb3ext: the distribution object is needed for the analytic KL (same computation as evaluate_actions)
-                values, log_prob, entropy, distribution = self._evaluate(rollout_data.observations, actions)
+                values, log_prob, entropy = self.policy.evaluate_actions(rollout_data.observations, actions)
+                # sb3ext: the distribution evaluate_actions just built (SB3's policies fill and return their
+                # one `action_dist` object), for the analytic KL
+                distribution = self.policy.action_dist
                 values = values.flatten()
                 # Normalize advantage
                 advantages = rollout_data.advantages
@@ -307,21 +309,6 @@ class KLPPO(PPO):
         self.logger.record("train/kl_coef", kl_coef_used)
         if kl_penalties:
             self.logger.record("train/kl_penalty", np.mean(kl_penalties))
-
-    def _evaluate(self, obs: th.Tensor, actions: th.Tensor) -> tuple[th.Tensor, th.Tensor, th.Tensor | None, Any]:
-        """``ActorCriticPolicy.evaluate_actions`` that also returns the action distribution."""
-        policy = self.policy
-        features = policy.extract_features(obs)
-        if policy.share_features_extractor:
-            latent_pi, latent_vf = policy.mlp_extractor(features)
-        else:
-            pi_features, vf_features = features
-            latent_pi = policy.mlp_extractor.forward_actor(pi_features)
-            latent_vf = policy.mlp_extractor.forward_critic(vf_features)
-        distribution = policy._get_action_dist_from_latent(latent_pi)
-        log_prob = distribution.log_prob(actions)
-        values = policy.value_net(latent_vf)
-        return values, log_prob, distribution.entropy(), distribution
 
     def _rollout_kl(self) -> float:
         """Mean KL(old || new) over the (flattened) rollout, in order: no random permutation is drawn."""
