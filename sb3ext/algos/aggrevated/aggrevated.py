@@ -21,7 +21,7 @@ from torch.nn import functional as F
 from sb3ext.algos.aggrevated.policies import CnnPolicy, MlpPolicy
 from sb3ext.common.buffers import StateAggregationBuffer
 from sb3ext.common.experts import Q_CONTINUOUS, Q_DISCRETE, VALUE_ONLY, Expert, load_expert
-from sb3ext.common.validation import unknown_kwargs_message
+from sb3ext.common.validation import invalid, unknown_kwargs_message
 
 SelfAggreVaTeD = TypeVar("SelfAggreVaTeD", bound="AggreVaTeD")
 
@@ -205,7 +205,7 @@ class AggreVaTeD(PPO):
     # ------------------------------------------------------------------ setup
     def _check_hyperparameters(self) -> None:
         def bad(name: str, allowed: str) -> ValueError:
-            return ValueError(f"AggreVaTeD: invalid {name}={getattr(self, name)!r}; allowed: {allowed}")
+            return invalid("AggreVaTeD", name, getattr(self, name), allowed)
 
         if not isinstance(self.action_space, (spaces.Box, spaces.Discrete)):
             raise ValueError(f"AggreVaTeD supports Box and Discrete action spaces, not {self.action_space}")
