@@ -25,12 +25,7 @@ observation normalisation is applied inside):
 
 from __future__ import annotations
 
-import ast
-import base64
-import json
 import os
-import warnings
-import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -38,24 +33,25 @@ from typing import Any
 import numpy as np
 import torch as th
 from gymnasium import spaces
-from stable_baselines3 import A2C, DDPG, DQN, PPO, SAC, TD3
 from stable_baselines3.common.base_class import BaseAlgorithm
-from stable_baselines3.common.policies import ActorCriticPolicy, BasePolicy
-from stable_baselines3.common.running_mean_std import RunningMeanStd
-from stable_baselines3.common.utils import ConstantSchedule
+from stable_baselines3.common.policies import ActorCriticPolicy
 
+from sb3ext.common.checkpoint import is_within
+from sb3ext.common.expert_loading import (
+    Normalization,
+    algo_of,
+    build_expert_model,
+    load_normalization,
+    read_config,
+    trusted_load,
+)
 from sb3ext.common.hub import check_sha256, download, hub_model_filename, parse_reference, trust_from_environment
-from sb3ext.common.serialization import UnsafeObjectError, pickle_globals, restricted_loads, safe_yaml_load
+from sb3ext.common.serialization import UnsafeObjectError, safe_literal_eval
 
 #: Kinds of expert, by what they can answer.
 Q_CONTINUOUS = "q_continuous"  # SAC, TD3, DDPG, TQC: Q*(s, a)
 Q_DISCRETE = "q_discrete"  # DQN, QR-DQN: Q*(s, .)
 VALUE_ONLY = "value_only"  # PPO, A2C: V*(s)
-
-#: Globals a legitimate cloudpickled schedule (learning_rate, clip_range, ...) may reference.
-_SCHEDULE_GLOBAL_MODULES = ("cloudpickle", "copyreg", "types")
-_SCHEDULE_GLOBAL_NAMES = {("builtins", "float"), ("builtins", "int"), ("builtins", "getattr"), ("__builtin__", "getattr")}
-
 
 #: Modules whose classes a zoo ``config.yml`` may name as ``env_wrapper``.
 _ALLOWED_WRAPPER_MODULES = (
@@ -64,114 +60,6 @@ _ALLOWED_WRAPPER_MODULES = (
     "gymnasium.wrappers.",
     "stable_baselines3.common.atari_wrappers.",
 )
-
-
-def _policy_allow_list() -> dict[tuple[str, str], tuple[type[BasePolicy], type[BaseAlgorithm]]]:
-    """(module, class name) of every SB3 / sb3-contrib policy class -> (class, algorithm to load it with)."""
-    import importlib
-
-    from sb3_contrib import QRDQN, TQC, TRPO
-
-    modules: list[tuple[str, type[BaseAlgorithm]]] = [
-        ("stable_baselines3.common.policies", PPO),
-        ("stable_baselines3.ppo.policies", PPO),
-        ("stable_baselines3.a2c.policies", A2C),
-        ("stable_baselines3.sac.policies", SAC),
-        ("stable_baselines3.td3.policies", TD3),
-        ("stable_baselines3.dqn.policies", DQN),
-        ("sb3_contrib.qrdqn.policies", QRDQN),
-        ("sb3_contrib.tqc.policies", TQC),
-        ("sb3_contrib.trpo.policies", TRPO),
-    ]
-    allowed: dict[tuple[str, str], tuple[type[BasePolicy], type[BaseAlgorithm]]] = {}
-    for module_name, algo in modules:
-        module = importlib.import_module(module_name)
-        for name, obj in vars(module).items():
-            if isinstance(obj, type) and issubclass(obj, BasePolicy) and obj is not BasePolicy:
-                allowed[(module_name, name)] = (obj, algo)
-    return allowed
-
-
-def _value_type_allow_list() -> dict[tuple[str, str], Any]:
-    """Non-numpy objects that SB3 stores in a zip's ``data`` and that are safe to rebuild."""
-    import importlib
-
-    import torch.nn.modules.activation as activations
-
-    allowed: dict[tuple[str, str], Any] = {("torch", "device"): th.device}
-    for name in ("ReLU", "Tanh", "ELU", "LeakyReLU", "SiLU", "GELU", "Sigmoid", "Softplus", "Mish", "Identity"):
-        if hasattr(activations, name):
-            allowed[("torch.nn.modules.activation", name)] = getattr(activations, name)
-    allowed[("torch.nn.modules.linear", "Identity")] = th.nn.Identity
-    for module_name, names in {
-        "torch.optim.adam": ["Adam"],
-        "torch.optim.adamw": ["AdamW"],
-        "torch.optim.rmsprop": ["RMSprop"],
-        "torch.optim.sgd": ["SGD"],
-        "stable_baselines3.common.sb2_compat.rmsprop_tf_like": ["RMSpropTFLike"],
-        "stable_baselines3.common.torch_layers": ["FlattenExtractor", "NatureCNN", "CombinedExtractor"],
-        "stable_baselines3.common.noise": ["NormalActionNoise", "OrnsteinUhlenbeckActionNoise", "VectorizedActionNoise"],
-        "stable_baselines3.common.type_aliases": ["TrainFreq", "TrainFrequencyUnit"],
-        "stable_baselines3.common.utils": ["ConstantSchedule", "FloatSchedule", "LinearSchedule"],
-        "stable_baselines3.common.buffers": ["ReplayBuffer", "DictReplayBuffer", "RolloutBuffer", "DictRolloutBuffer"],
-    }.items():
-        module = importlib.import_module(module_name)
-        for name in names:
-            allowed[(module_name, name)] = getattr(module, name)
-    return allowed
-
-
-def _safe_custom_objects(
-    zip_path: Path, trust_remote_code: bool = False
-) -> tuple[dict[str, Any], type[BasePolicy], type[BaseAlgorithm], dict[str, Any]]:
-    """Rebuild every serialized entry of the zip's ``data`` without running code from it.
-
-    :param trust_remote_code: only replace what cannot be unpickled on this stack (old ``gym`` spaces,
-        old cloudpickled schedules) and let SB3 unpickle everything else (runs code from the file)
-    :return: (custom_objects for ``BaseAlgorithm.load``, policy class, algorithm class, raw JSON data)
-    """
-    with zipfile.ZipFile(zip_path) as archive:
-        if "data" not in archive.namelist():
-            raise ValueError(f"{zip_path} is not a Stable-Baselines3 checkpoint (no 'data' entry in the zip)")
-        data = json.loads(archive.read("data"))
-    policies = _policy_allow_list()
-    value_types = _value_type_allow_list()
-    custom: dict[str, Any] = {}
-    policy_entry: tuple[type[BasePolicy], type[BaseAlgorithm]] | None = None
-    for key, value in data.items():
-        if not (isinstance(value, dict) and ":serialized:" in value):
-            continue
-        raw = base64.b64decode(value[":serialized:"])
-        source = f"{zip_path} [data: {key}]"
-        if key == "policy_class":
-            refs = pickle_globals(raw)
-            if len(refs) != 1 or refs[0] not in policies:
-                shown = ", ".join(f"{m}.{n}" for m, n in refs) or "nothing"
-                raise UnsafeObjectError(f"{source}: refused policy class {shown} (allowed: SB3 and sb3-contrib policies)")
-            policy_entry = policies[refs[0]]
-            custom[key] = policy_entry[0]
-        elif "function" in str(value.get(":type:", "")):
-            # A schedule (learning_rate, lr_schedule, clip_range, exploration_schedule, ...): an expert is never
-            # trained, so it is replaced by a constant. The pickle is only inspected, never run.
-            refused = [
-                f"{m}.{n}"
-                for m, n in pickle_globals(raw)
-                if not (m.startswith(_SCHEDULE_GLOBAL_MODULES) or (m, n) in _SCHEDULE_GLOBAL_NAMES)
-            ]
-            if refused:
-                raise UnsafeObjectError(f"{source}: refused to load {', '.join(refused)} (a schedule may only be a function)")
-            custom[key] = ConstantSchedule(0.0)
-        elif not trust_remote_code or "gym.spaces" in str(value.get(":type:", "")):
-            custom[key] = restricted_loads(raw, source, value_types)
-    if policy_entry is None:
-        raise ValueError(f"{zip_path}: no policy_class in the checkpoint")
-    policy_class, algo_class = policy_entry
-    if issubclass(algo_class, (PPO, A2C)) or algo_class.__name__ == "TRPO":
-        # PPO, A2C and TRPO share ActorCriticPolicy: tell them apart by their own hyperparameters
-        from sb3_contrib import TRPO
-
-        algo_class = TRPO if "cg_max_steps" in data else PPO if "clip_range" in data else A2C
-    return custom, policy_class, algo_class, data
 
 
 @dataclass
@@ -213,66 +101,24 @@ def find_expert_files(reference: str | os.PathLike[str], env_id: str | None = No
     def first(*candidates: Path) -> Path | None:
         return next((c for c in candidates if c.is_file()), None)
 
-    return ExpertFiles(
+    files = ExpertFiles(
         model=model,
         config=first(folder / stem / "config.yml", folder / "config.yml"),
         vecnormalize=first(folder / stem / "vecnormalize.pkl", folder / "vec_normalize.pkl", folder / "vecnormalize.pkl"),
     )
+    check_inside(files, path if path.is_dir() else folder)
+    return files
 
 
-class _VecNormalizeState:
-    """Holds the state of a pickled ``VecNormalize`` without building the wrapper."""
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        self.state = state
-
-
-@dataclass(frozen=True)
-class Normalization:
-    """Frozen ``VecNormalize`` statistics of an expert: what its networks saw during training."""
-
-    obs_rms: RunningMeanStd | None
-    clip_obs: float
-    ret_rms: RunningMeanStd | None
-    clip_reward: float
-    epsilon: float
-
-
-def _load_normalization(path: Path, trust_remote_code: bool = False) -> Normalization:
-    """The statistics of a zoo ``vecnormalize.pkl`` (read with the allow-list unpickler)."""
-    extra = {
-        ("stable_baselines3.common.vec_env.vec_normalize", "VecNormalize"): _VecNormalizeState,
-        ("stable_baselines3.common.running_mean_std", "RunningMeanStd"): RunningMeanStd,
-    }
-    loaded = restricted_loads(path.read_bytes(), str(path), extra, allow_any=trust_remote_code)
-    if not isinstance(loaded, _VecNormalizeState):
-        raise ValueError(f"{path} does not hold VecNormalize statistics")
-    state = loaded.state
-
-    def statistics(flag: str, key: str) -> RunningMeanStd | None:
-        value = state.get(key)
-        if not state.get(flag, True) or value is None:
-            return None
-        if not isinstance(value, RunningMeanStd):
-            raise ValueError(f"{path}: {key} of an unsupported type ({type(value).__name__})")
-        return value
-
-    return Normalization(
-        obs_rms=statistics("norm_obs", "obs_rms"),
-        clip_obs=float(state.get("clip_obs", 10.0)),
-        ret_rms=statistics("norm_reward", "ret_rms"),
-        clip_reward=float(state.get("clip_reward", 10.0)),
-        epsilon=float(state.get("epsilon", 1e-8)),
-    )
-
-
-def _read_config(path: Path | None) -> dict[str, Any]:
-    if path is None:
-        return {}
-    config = safe_yaml_load(path.read_text(), str(path))
-    if not isinstance(config, dict):
-        raise ValueError(f"{path} is not a zoo config.yml (expected a mapping)")
-    return config
+def check_inside(files: ExpertFiles, root: Path) -> None:
+    """Refuse, before reading it, any expert file that resolves (through symlinks) outside ``root``."""
+    for name in ("model", "config", "vecnormalize"):
+        file = getattr(files, name)
+        if file is not None and not is_within(file, root):
+            raise UnsafeObjectError(
+                f"{file}: refused to read it; it resolves to {os.path.realpath(file)}, outside the expert's folder "
+                f"{os.path.realpath(root)} (symlinks may only point inside it, or inside the Hugging Face cache)"
+            )
 
 
 def _describe(space: spaces.Space) -> str:
@@ -570,44 +416,35 @@ def load_expert(
             config=download(ref.location, "config.yml", ref.revision, required=False),
             vecnormalize=download(ref.location, "vec_normalize.pkl", ref.revision, required=False),
         )
+        check_inside(files, hub_repo_cache(ref.location))
     else:
         files = find_expert_files(ref.location, env_id)
     check_sha256(files.model, ref.sha256)
-    custom, policy_class, algo_class, data = _safe_custom_objects(files.model, trust_remote_code=trust)
-    kwargs: dict[str, Any] = {}
-    if "buffer_size" in data:
-        kwargs["buffer_size"] = 1  # do not allocate the stored replay buffer
-    if algo_class is TD3:
-        state = _policy_state(files.model)
-        n_critics = len({k.split(".")[1] for k in state if k.startswith("critic.qf")})
-        algo_class = DDPG if n_critics == 1 else TD3
-        policy_kwargs = custom.get("policy_kwargs") or data.get("policy_kwargs") or {}
-        custom["policy_kwargs"] = {**policy_kwargs, "n_critics": n_critics}
-    with warnings.catch_warnings():
-        # SB3 < 2.4 DQN checkpoints: SB3 truncates their optimizer state; irrelevant for a frozen expert
-        warnings.filterwarnings("ignore", message="You are probably loading a DQN model saved with SB3 < 2.4.0")
-        model = algo_class.load(files.model, device=device, custom_objects=custom, **kwargs)
-    config = _read_config(files.config)
-    normalization = _load_normalization(files.vecnormalize, trust) if files.vecnormalize else None
-    if normalization is None and _normalize_flag(config):
+    config = read_config(files.config)
+    if trust:
+        model = trusted_load(files.model, algo_of(files.model), device)
+    else:
+        model = build_expert_model(files.model, device)
+    normalization = load_normalization(files.vecnormalize, model.observation_space, trust) if files.vecnormalize else None
+    if normalization is None and _normalize_flag(config, str(files.config)):
         raise ValueError(f"Expert {files.model} was trained with `normalize` but its vecnormalize.pkl is missing")
     source = str(ref) if ref.is_hub else str(files.model)
     return Expert(model, source=source, config=config, normalization=normalization)
 
 
-def _policy_state(zip_path: Path) -> dict[str, th.Tensor]:
-    import io
+def hub_repo_cache(repo_id: str) -> Path:
+    """The Hugging Face cache folder of one model repo (its snapshots link into its blobs)."""
+    from huggingface_hub import constants
 
-    with zipfile.ZipFile(zip_path) as archive:
-        return th.load(io.BytesIO(archive.read("policy.pth")), map_location="cpu", weights_only=True)
+    return Path(constants.HF_HUB_CACHE) / f"models--{repo_id.replace('/', '--')}"
 
 
-def _normalize_flag(config: dict[str, Any]) -> bool:
+def _normalize_flag(config: dict[str, Any], source: str = "config.yml") -> bool:
     flag = config.get("normalize", False)
     if isinstance(flag, str):
         try:
-            parsed = ast.literal_eval(flag)
-        except (ValueError, SyntaxError):
+            parsed = safe_literal_eval(flag, f"{source} normalize")
+        except (ValueError, SyntaxError, TypeError):
             return flag.strip().lower() not in {"false", "0", ""}
         return bool(parsed.get("norm_obs", True)) if isinstance(parsed, dict) else bool(parsed)
     if isinstance(flag, dict):

@@ -1,0 +1,250 @@
+"""Reading the parts of an SB3 checkpoint zip in bounded memory and time, with one clear error per defect.
+
+A checkpoint from the Hub is untrusted input. :class:`CheckpointArchive` checks the zip's directory before
+reading anything (entry names, duplicates, encryption, compression methods, declared sizes), reads each
+entry through a size cap (zip bombs stop at the cap, whatever the entry declares), parses ``data`` as a
+bounded UTF-8 JSON object and loads tensor entries with ``torch.load(weights_only=True)`` after checking
+that their own inner zip holds only uncompressed records of bounded size.
+
+Errors raise :class:`~sb3ext.common.serialization.UnsafeObjectError` for hostile content and
+``ValueError`` for malformed content; both name the file and the entry.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import io
+import json
+import os
+import zipfile
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+import torch as th
+
+from sb3ext.common.serialization import MAX_DEPTH, UnsafeObjectError
+
+#: Largest ``data`` entry (real ones are 15-30 kB).
+MAX_DATA_BYTES = 16 << 20
+#: Largest tensor entry, and largest total read from one checkpoint (real experts: 0.1-8 MB).
+MAX_TENSOR_BYTES = 256 << 20
+MAX_TOTAL_BYTES = 384 << 20
+#: Largest checkpoint file and number of entries.
+MAX_FILE_BYTES = 1 << 30
+MAX_ENTRIES = 64
+_METHODS = {zipfile.ZIP_STORED: "stored", zipfile.ZIP_DEFLATED: "deflated"}
+
+
+class CheckpointArchive:
+    """An SB3 checkpoint zip whose directory has been checked; entries are read with size caps.
+
+    :param path: the ``.zip`` file
+    """
+
+    def __init__(self, path: Path):
+        self.path = Path(path)
+        self._read_total = 0
+        try:
+            size = self.path.stat().st_size
+        except OSError as exc:
+            raise ValueError(f"{self.path}: cannot be read ({exc.strerror})") from None
+        if size > MAX_FILE_BYTES:
+            raise UnsafeObjectError(f"{self.path}: {size} bytes, larger than the {MAX_FILE_BYTES}-byte limit for a checkpoint")
+        try:
+            self.archive = zipfile.ZipFile(self.path)
+        except (zipfile.BadZipFile, zipfile.LargeZipFile, OSError, EOFError, ValueError) as exc:
+            raise ValueError(f"{self.path}: not a readable zip archive ({exc}); an SB3 checkpoint is a zip file") from None
+        self.entries = _check_directory(self.archive, str(self.path))
+
+    def __enter__(self) -> CheckpointArchive:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.archive.close()
+
+    def where(self, name: str) -> str:
+        return f"{self.path} [{name}]"
+
+    def has(self, name: str) -> bool:
+        return name in self.entries
+
+    def read(self, name: str, limit: int) -> bytes:
+        """The bytes of entry ``name``, refusing more than ``limit`` bytes (declared or actual)."""
+        if name not in self.entries:
+            present = ", ".join(sorted(self.entries)) or "none"
+            raise ValueError(f"{self.path}: the checkpoint has no '{name}' entry (entries: {present})")
+        info = self.entries[name]
+        limit = min(limit, MAX_TOTAL_BYTES - self._read_total)
+        if info.file_size > limit:
+            raise UnsafeObjectError(
+                f"{self.where(name)}: declares {info.file_size} bytes uncompressed ({info.compress_size} compressed); "
+                f"at most {limit} bytes are read from this entry"
+            )
+        chunks, total = [], 0
+        try:
+            with self.archive.open(info) as handle:
+                while True:
+                    chunk = handle.read(1 << 20)
+                    if not chunk:
+                        break
+                    total += len(chunk)
+                    if total > limit:
+                        raise UnsafeObjectError(f"{self.where(name)}: inflates past {limit} bytes (a zip bomb)")
+                    chunks.append(chunk)
+        except (zipfile.BadZipFile, EOFError, OSError, ValueError) as exc:
+            if isinstance(exc, UnsafeObjectError):
+                raise
+            raise ValueError(f"{self.where(name)}: corrupt or truncated entry ({exc})") from None
+        except Exception as exc:  # zlib.error and friends
+            raise ValueError(f"{self.where(name)}: corrupt or truncated entry ({type(exc).__name__}: {exc})") from None
+        self._read_total += total
+        return b"".join(chunks)
+
+    def data(self) -> dict[str, Any]:
+        """The ``data`` entry: a JSON object, UTF-8, bounded in size and nesting."""
+        raw = self.read("data", MAX_DATA_BYTES)
+        where = self.where("data")
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise ValueError(f"{where}: not UTF-8 ({exc.reason} at byte {exc.start}); SB3 writes UTF-8 JSON") from None
+        try:
+            data = json.loads(text)
+        except RecursionError:
+            raise ValueError(f"{where}: JSON nested too deeply (at most {MAX_DEPTH} levels)") from None
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"{where}: malformed JSON ({exc.msg} at line {exc.lineno} column {exc.colno})") from None
+        if not isinstance(data, dict):
+            raise ValueError(f"{where}: a JSON {type(data).__name__}, not an object; SB3 writes an object of fields")
+        _check_depth(data, where)
+        return data
+
+    def serialized(self, data: dict[str, Any], key: str) -> bytes | None:
+        """The decoded pickle of a ``:serialized:`` field of ``data`` (None when the field is plain JSON or absent)."""
+        value = data.get(key)
+        if not (isinstance(value, dict) and ":serialized:" in value):
+            return None
+        encoded = value[":serialized:"]
+        if not isinstance(encoded, str):
+            raise ValueError(
+                f"{self.where('data')} field {key}: ':serialized:' is a {type(encoded).__name__}, not base64 text"
+            )
+        try:
+            return base64.b64decode(encoded, validate=True)
+        except (binascii.Error, ValueError):
+            raise ValueError(f"{self.where('data')} field {key}: ':serialized:' is not valid base64") from None
+
+    def tensors(self, name: str) -> dict[str, th.Tensor | None]:
+        """A tensor entry (``policy.pth``, ``pytorch_variables.pth``): a mapping of names to tensors."""
+        raw = self.read(name, MAX_TENSOR_BYTES)
+        where = self.where(name)
+        _check_torch_container(raw, where)
+        try:
+            loaded = th.load(io.BytesIO(raw), map_location="cpu", weights_only=True)
+        except Exception as exc:  # torch raises many types; none of them may escape unnamed
+            message = " ".join(str(exc).split())[:300]
+            raise ValueError(f"{where}: unreadable tensors ({type(exc).__name__}: {message})") from None
+        if not isinstance(loaded, dict) or not all(isinstance(k, str) for k in loaded):
+            raise ValueError(f"{where}: holds a {type(loaded).__name__}, not a mapping of names to tensors")
+        for key, value in loaded.items():
+            if value is not None and not isinstance(value, th.Tensor):
+                raise ValueError(f"{where}: '{key}' is a {type(value).__name__}, not a tensor")
+        return loaded
+
+
+def _check_directory(archive: zipfile.ZipFile, where: str) -> dict[str, zipfile.ZipInfo]:
+    infos = archive.infolist()
+    if len(infos) > MAX_ENTRIES:
+        raise UnsafeObjectError(f"{where}: {len(infos)} entries; an SB3 checkpoint has fewer than {MAX_ENTRIES}")
+    entries: dict[str, zipfile.ZipInfo] = {}
+    for info in infos:
+        name = info.filename
+        parts = PurePosixPath(name).parts
+        if (
+            not name
+            or name.startswith(("/", "\\"))
+            or "\\" in name
+            or "\x00" in name
+            or ".." in parts
+            or (len(name) > 1 and name[1] == ":")
+        ):
+            raise UnsafeObjectError(f"{where}: refused entry name {name!r} (absolute or path-traversing)")
+        if name in entries:
+            raise UnsafeObjectError(
+                f"{where}: duplicate entry {name!r} (two entries of one name; which one is read is ambiguous)"
+            )
+        if info.flag_bits & 0x1:
+            raise ValueError(f"{where} [{name}]: encrypted entry; SB3 checkpoints are not encrypted")
+        if info.compress_type not in _METHODS:
+            raise ValueError(
+                f"{where} [{name}]: compression method {info.compress_type}; allowed: {', '.join(_METHODS.values())}"
+            )
+        entries[name] = info
+    return entries
+
+
+def _check_depth(obj: Any, where: str) -> None:
+    stack = [(obj, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if depth > MAX_DEPTH:
+            raise ValueError(f"{where}: JSON nested deeper than {MAX_DEPTH} levels")
+        if isinstance(item, dict):
+            stack.extend((v, depth + 1) for v in item.values())
+        elif isinstance(item, list):
+            stack.extend((v, depth + 1) for v in item)
+
+
+def _check_torch_container(raw: bytes, where: str) -> None:
+    """torch's format is a zip of uncompressed records: refuse compressed or oversized inner records.
+
+    The legacy (torch < 1.6) format is a sequence of pickles followed by the storages: the storage sizes
+    its main pickle declares must fit in the file, since torch allocates them before reading.
+    """
+    if not zipfile.is_zipfile(io.BytesIO(raw)):
+        _check_legacy_torch(raw, where)
+        return
+    try:
+        with zipfile.ZipFile(io.BytesIO(raw)) as inner:
+            infos = inner.infolist()
+    except zipfile.BadZipFile:
+        raise ValueError(f"{where}: not a torch.save file (torch's format is a zip)") from None
+    if len(infos) > 1 << 16:
+        raise UnsafeObjectError(f"{where}: {len(infos)} records, too many for a policy")
+    for info in infos:
+        if info.compress_type != zipfile.ZIP_STORED or info.file_size > len(raw):
+            raise UnsafeObjectError(
+                f"{where}: record {info.filename!r} is compressed or larger than its file "
+                f"({info.file_size} bytes declared); torch.save writes uncompressed records"
+            )
+
+
+def _check_legacy_torch(raw: bytes, where: str) -> None:
+    import pickletools
+
+    stream = io.BytesIO(raw)
+    declared = 0
+    try:
+        for index in range(4):  # magic number, protocol version, system info, then the object with its storages
+            last_int = 0
+            for opcode, arg, _pos in pickletools.genops(stream):
+                if isinstance(arg, int) and not isinstance(arg, bool):
+                    last_int = arg
+                elif opcode.name in ("BINPERSID", "PERSID") and index == 3:
+                    declared += max(last_int, 0) * 8  # element count x the widest element
+    except Exception as exc:
+        raise ValueError(f"{where}: not a torch.save file ({type(exc).__name__}: {exc})") from None
+    if declared > 8 * len(raw) + (1 << 20):
+        raise UnsafeObjectError(f"{where}: declares storages of about {declared} bytes in a file of {len(raw)} bytes")
+
+
+def is_within(path: Path, root: Path) -> bool:
+    """``path`` resolves (symlinks followed) to a location inside ``root`` (resolved too)."""
+    try:
+        return Path(os.path.realpath(path)).is_relative_to(Path(os.path.realpath(root)))
+    except OSError:
+        return False
+
+
+__all__ = ["CheckpointArchive", "is_within", "MAX_DATA_BYTES", "MAX_TENSOR_BYTES"]
