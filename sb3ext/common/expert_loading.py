@@ -409,6 +409,11 @@ def build_expert_model(path: Path, device: th.device | str = "cpu") -> BaseAlgor
         data = archive.data()
         where = archive.where("data")
         policy_class, algo_class = _policy_class(archive, data)
+        if data.get("env") is not None:
+            raise UnsafeObjectError(
+                f"{where} field env: refused {str(data['env'])[:80]!r}; SB3 never saves an env in a checkpoint, and "
+                "gym.make would import the module it names (the expert's env comes from the caller or the zoo)"
+            )
         for key in data:
             if key not in USED_FIELDS:
                 _scan(archive, data, key)

@@ -46,7 +46,7 @@ from sb3ext.common.expert_loading import (
     trusted_load,
 )
 from sb3ext.common.hub import check_sha256, download, hub_model_filename, parse_reference, trust_from_environment
-from sb3ext.common.serialization import UnsafeObjectError, safe_literal_eval
+from sb3ext.common.serialization import LiteralTooComplex, UnsafeObjectError, safe_literal_eval
 
 #: Kinds of expert, by what they can answer.
 Q_CONTINUOUS = "q_continuous"  # SAC, TD3, DDPG, TQC: Q*(s, a)
@@ -106,7 +106,10 @@ def find_expert_files(reference: str | os.PathLike[str], env_id: str | None = No
         config=first(folder / stem / "config.yml", folder / "config.yml"),
         vecnormalize=first(folder / stem / "vecnormalize.pkl", folder / "vec_normalize.pkl", folder / "vecnormalize.pkl"),
     )
-    check_inside(files, path if path.is_dir() else folder)
+    if path.is_dir():
+        check_inside(files, path)
+    else:  # a zip named directly: its own location is the user's choice, its companions must lie beside it
+        check_inside(ExpertFiles(model=folder, config=files.config, vecnormalize=files.vecnormalize), folder)
     return files
 
 
@@ -443,7 +446,9 @@ def _normalize_flag(config: dict[str, Any], source: str = "config.yml") -> bool:
     flag = config.get("normalize", False)
     if isinstance(flag, str):
         try:
-            parsed = safe_literal_eval(flag, f"{source} normalize")
+            parsed = safe_literal_eval(flag, f"{source}: normalize")
+        except LiteralTooComplex:
+            raise
         except (ValueError, SyntaxError, TypeError):
             return flag.strip().lower() not in {"false", "0", ""}
         return bool(parsed.get("norm_obs", True)) if isinstance(parsed, dict) else bool(parsed)

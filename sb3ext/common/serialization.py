@@ -50,15 +50,20 @@ class _ZooYamlLoader(yaml.SafeLoader):
 
 def _construct_ordered_dict(loader: yaml.SafeLoader, node: yaml.Node) -> dict[Any, Any]:
     # The zoo writes OrderedDict([...]) as  !!python/object/apply:collections.OrderedDict [[[k, v], ...]]
-    items = loader.construct_sequence(node, deep=True)  # type: ignore[arg-type]
+    if not isinstance(node, yaml.SequenceNode):
+        raise _MalformedYaml(f"malformed OrderedDict tag at {node.start_mark.line + 1}: expected a list of [key, value] pairs")
+    items = loader.construct_sequence(node, deep=True)
     if len(items) != 1 or not isinstance(items[0], list) or not all(isinstance(p, list) and len(p) == 2 for p in items[0]):
-        raise yaml.constructor.ConstructorError(
-            None, None, "malformed OrderedDict tag: expected one list of [key, value] pairs", node.start_mark
+        raise _MalformedYaml(
+            f"malformed OrderedDict tag at line {node.start_mark.line + 1}: expected one list of [key, value] pairs"
         )
-    try:
-        return {key: value for key, value in items[0]}
-    except TypeError:
-        raise yaml.constructor.ConstructorError(None, None, "OrderedDict key is not hashable", node.start_mark) from None
+    if not all(isinstance(key, (str, int, float, bool, type(None))) for key, _ in items[0]):
+        raise _MalformedYaml(f"malformed OrderedDict tag at line {node.start_mark.line + 1}: keys must be scalars")
+    return {key: value for key, value in items[0]}
+
+
+class _MalformedYaml(ValueError):
+    pass
 
 
 _ZooYamlLoader.add_constructor("tag:yaml.org,2002:python/object/apply:collections.OrderedDict", _construct_ordered_dict)
@@ -120,6 +125,8 @@ def safe_yaml_load(text: str | bytes, source: str = "<string>") -> Any:
             return None
         _expanded_size(node, source)
         return loader.construct_document(node)
+    except _MalformedYaml as exc:
+        raise ValueError(f"{source}: {exc}") from None
     except yaml.constructor.ConstructorError as exc:
         raise UnsafeObjectError(
             f"{source}: refused YAML object ({exc.problem}); allowed: plain YAML and the zoo's OrderedDict tag"
@@ -132,10 +139,18 @@ def safe_yaml_load(text: str | bytes, source: str = "<string>") -> Any:
         loader.dispose()
 
 
+class LiteralTooComplex(ValueError):
+    """A literal longer or deeper than sb3ext parses."""
+
+
 def safe_literal_eval(text: str, source: str) -> Any:
-    """``ast.literal_eval`` of a short Python literal (a zoo hyperparameter string), length and nesting capped."""
+    """``ast.literal_eval`` of a short Python literal (a zoo hyperparameter string), length and nesting capped.
+
+    :raises LiteralTooComplex: too long or too deep (checked before parsing); ``ValueError`` / ``SyntaxError``
+        as ``ast.literal_eval`` for text that is not a literal
+    """
     if len(text) > MAX_LITERAL:
-        raise ValueError(f"{source}: literal of {len(text)} characters, longer than the {MAX_LITERAL}-character limit")
+        raise LiteralTooComplex(f"{source}: literal of {len(text)} characters, longer than the {MAX_LITERAL}-character limit")
     depth = deepest = 0
     for char in text:
         if char in "([{":
@@ -144,11 +159,11 @@ def safe_literal_eval(text: str, source: str) -> Any:
         elif char in ")]}":
             depth -= 1
     if deepest > MAX_DEPTH:
-        raise ValueError(f"{source}: literal nested {deepest} levels deep, more than the limit of {MAX_DEPTH}")
+        raise LiteralTooComplex(f"{source}: literal nested {deepest} levels deep, more than the limit of {MAX_DEPTH}")
     try:
         return ast.literal_eval(text)
     except (MemoryError, RecursionError):
-        raise ValueError(f"{source}: literal too complex to parse") from None
+        raise LiteralTooComplex(f"{source}: literal too complex to parse") from None
 
 
 # ---------------------------------------------------------------------------------------------------- pickle
@@ -755,6 +770,7 @@ __all__ = [
     "UnsafeObjectError",
     "pickle_globals",
     "restricted_loads",
+    "LiteralTooComplex",
     "safe_literal_eval",
     "safe_yaml_load",
     "trusting_loads",
