@@ -1,0 +1,260 @@
+"""Hostile checkpoints (tests/hostile.py): no payload runs, no class changes, memory and time stay bounded,
+and each refusal is one line of the expected kind naming the file. Guards show the payloads are real."""
+
+from __future__ import annotations
+
+import json
+import os
+import pickle
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from tests import hostile
+from tests.conftest import ROOT, SHARED_EXPERTS, shared_expert
+
+MAX_SECONDS = 10.0
+MAX_EXTRA_MB = 1024
+
+
+@pytest.fixture(scope="module")
+def fixtures(tmp_path_factory) -> dict[str, hostile.Hostile]:
+    shared_expert(hostile.PENDULUM), shared_expert(hostile.WALKER)  # skips without ../shared
+    root = tmp_path_factory.mktemp("hostile")
+    return {spec.name: spec for spec in hostile.build_all(root, lambda rel: SHARED_EXPERTS / rel)}
+
+
+@pytest.fixture(scope="module")
+def reports(fixtures) -> dict[str, dict]:
+    """One fresh process loads a clean expert, then every fixture; one JSON report per load."""
+    folders = [str(SHARED_EXPERTS / hostile.PENDULUM)] + [str(spec.folder) for spec in fixtures.values()]
+    result = subprocess.run(
+        [sys.executable, "-m", "tests.hostile_worker", *folders],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**os.environ, "PYTHONWARNINGS": "ignore"},
+    )
+    lines = [json.loads(line) for line in result.stdout.splitlines() if line.startswith("{")]
+    assert len(lines) == len(folders), f"the worker died ({result.returncode}):\n{result.stderr[-3000:]}"
+    clean = lines[0]
+    assert clean["error"] is None, clean
+    by_name = {spec.name: report for spec, report in zip(fixtures.values(), lines[1:])}
+    for report in by_name.values():
+        report["extra_mb"] = report["max_rss_mb"] - clean["max_rss_mb"]
+    return by_name
+
+
+NAMES = [
+    "env_module",
+    "net_arch_huge",
+    "net_arch_wide",
+    "n_critics_huge",
+    "policy_kwargs_unknown",
+    "gamma_not_a_number",
+    "buffer_sizes_huge",
+    "build_on_space_class",
+    "build_on_schedule_class",
+    "build_on_rms_class",
+    "rms_unknown_attribute",
+    "reduce_box_huge",
+    "reduce_rms_huge",
+    "vectorized_noise",
+    "persistent_id",
+    "nested_pickle",
+    "memo_bomb",
+    "variable_walks_attributes",
+    "parameter_walks_attributes",
+    "zero_stride_variable",
+    "zero_stride_parameter",
+    "shape_mismatch",
+    "zip_bomb",
+    "truncated",
+    "encrypted",
+    "duplicate_entry",
+    "path_traversal",
+    "missing_policy",
+    "missing_optimizers",
+    "data_not_object",
+    "data_deep",
+    "data_not_utf8",
+    "bad_base64",
+    "yaml_alias_bomb",
+    "literal_deep",
+    "ordered_dict_malformed",
+    "config_not_utf8",
+    "vn_shape",
+    "vn_negative_var",
+    "vn_nan_var",
+    "vn_object_dtype",
+    "vn_state_not_dict",
+    "config_symlink_outside",
+]
+
+
+def test_every_fixture_is_listed(fixtures) -> None:
+    assert sorted(NAMES) == sorted(fixtures)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_hostile_checkpoint_through_load_expert(name: str, fixtures, reports) -> None:
+    spec, report = fixtures[name], reports[name]
+    assert not report["marker"], f"{name}: the payload ran"
+    assert not report["changed"], f"{name}: changed {report['changed']} for the whole process"
+    assert report["seconds"] < MAX_SECONDS, f"{name}: took {report['seconds']:.1f} s"
+    assert report["extra_mb"] < MAX_EXTRA_MB, f"{name}: peak memory grew by {report['extra_mb']:.0f} MB"
+    assert report["error"] == spec.error, f"{name}: {report['error']}: {report['message']}"
+    if spec.error is not None:
+        message = report["message"]
+        assert "\n" not in message, f"{name}: not one line: {message!r}"
+        assert str(spec.folder) in message or spec.folder.name in message, f"{name}: the file is not named: {message}"
+        import re
+
+        assert re.search(spec.match, message), f"{name}: {message}"
+
+
+# ---------------------------------------------------------------------------------------------------- guards
+def _run(code: str, cwd: Path) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "PYTHONPATH": str(ROOT), "PYTHONWARNINGS": "ignore"},
+    )
+
+
+def test_guard_stored_env_imports_a_module_under_sb3_load(fixtures) -> None:
+    """SB3's own load hands the stored env to gym.make, which imports the module beside the checkpoint."""
+    spec = fixtures["env_module"]
+    marker = spec.folder.parents[2] / "MARKER"
+    code = (
+        "import gymnasium as gym; from stable_baselines3 import SAC; from stable_baselines3.common.utils import ConstantSchedule\n"
+        "s = ConstantSchedule(0.0); env = gym.make('Pendulum-v1')\n"
+        "custom = dict(observation_space=env.observation_space, action_space=env.action_space, lr_schedule=s, learning_rate=0.0)\n"
+        "try:\n    SAC.load('Pendulum-v1.zip', custom_objects=custom, buffer_size=1)\nexcept Exception as e:\n    print(type(e).__name__, e)\n"
+    )
+    try:
+        _run(code, spec.folder)
+        assert marker.exists(), "the stored env did not run under SB3's load"
+    finally:
+        marker.unlink(missing_ok=True)
+
+
+@pytest.mark.parametrize(
+    "payload,check",
+    [
+        (
+            ("stable_baselines3.common.utils", "ConstantSchedule", "__call__", "numpy", "float32"),
+            "from stable_baselines3.common.utils import ConstantSchedule as C; assert C(0.1)(1.0) == 1.0 and type(C(0.1)(1.0)).__name__ == 'float32'",
+        ),
+        (
+            ("stable_baselines3.common.running_mean_std", "RunningMeanStd", "update", "collections", "deque"),
+            "from stable_baselines3.common.running_mean_std import RunningMeanStd as R; import collections; assert R.update is collections.deque",
+        ),
+    ],
+)
+def test_guard_build_on_a_class_changes_it_under_plain_pickle(payload, check: str, tmp_path: Path) -> None:
+    raw = hostile.build_on_class(*payload)
+    (tmp_path / "p.pkl").write_bytes(raw)
+    result = _run(f"import pickle; pickle.loads(open('p.pkl', 'rb').read()); {check}; print('changed')", tmp_path)
+    assert "changed" in result.stdout, result.stderr[-2000:]
+
+
+def test_guard_tensor_names_walk_attributes_under_sb3_load(fixtures) -> None:
+    """SB3 sets `<name>.data` for every stored variable: a walking name reaches torch.nn.Parameter itself."""
+    spec = fixtures["variable_walks_attributes"]
+    code = (
+        "import gymnasium as gym, torch as th; from stable_baselines3 import SAC; from stable_baselines3.common.utils import ConstantSchedule\n"
+        "s = ConstantSchedule(0.0); env = gym.make('Pendulum-v1')\n"
+        "custom = dict(observation_space=env.observation_space, action_space=env.action_space, lr_schedule=s, learning_rate=0.0)\n"
+        "before = th.nn.Parameter.__dict__.get('data')\n"
+        "try:\n    SAC.load('Pendulum-v1.zip', custom_objects=custom, buffer_size=1)\nexcept Exception as e:\n    print(type(e).__name__, e)\n"
+        "print('changed' if th.nn.Parameter.__dict__.get('data') is not before else 'same')\n"
+    )
+    result = _run(code, spec.folder)
+    assert "changed" in result.stdout, result.stdout + result.stderr[-2000:]
+
+
+def test_guard_zero_stride_variable_loads_huge_under_torch(fixtures) -> None:
+    import io
+
+    import torch as th
+
+    with zipfile.ZipFile(next(fixtures["zero_stride_variable"].folder.glob("*.zip"))) as archive:
+        loaded = th.load(io.BytesIO(archive.read("tensors.pth")), weights_only=True)
+    assert loaded["log_ent_coef"].shape == (50000, 50000)  # 10 GB once anything materialises it
+
+
+def test_guard_zip_bomb_and_alias_bomb_are_real(fixtures) -> None:
+    import yaml
+
+    with zipfile.ZipFile(next(fixtures["zip_bomb"].folder.glob("*.zip"))) as archive:
+        info = archive.getinfo("policy.pth")
+    assert info.file_size >= 1 << 30 and info.compress_size < 8 << 20
+    config = yaml.safe_load((fixtures["yaml_alias_bomb"].folder / "Pendulum-v1" / "config.yml").read_text())
+    size, node = 1, config["frame_stack"]
+    while isinstance(node, list):
+        size, node = size * len(node), node[0]
+    assert size >= 9**10  # formatting it (as the zoo does) would never finish
+
+
+def test_guard_reduce_of_an_allowed_class_is_huge_under_plain_pickle(fixtures) -> None:
+    """Box(0, 1, (40000, 40000)) through plain pickle: gymnasium would allocate 1.6e9-element bounds."""
+    import gymnasium
+
+    raw = pickle.dumps(hostile.As(gymnasium.spaces.Box, call=True, args=(0.0, 1.0, (40000, 40000))))
+    ops = [op.name for op, _arg, _pos in __import__("pickletools").genops(raw)]
+    assert "REDUCE" in ops and b"Box" in raw
+
+
+# ---------------------------------------------------------------------------------------------------- zoo CLI
+@pytest.mark.parametrize(
+    "name",
+    [
+        n
+        for n in NAMES
+        if n in {"env_module", "build_on_space_class", "variable_walks_attributes", "zip_bomb", "yaml_alias_bomb"}
+    ],
+)
+def test_hostile_checkpoint_through_the_zoo_cli(name: str, fixtures, tmp_path: Path) -> None:
+    spec = fixtures[name]
+    assert spec.cli
+    marker = spec.folder.parents[2] / "MARKER"
+    args = [
+        "-m",
+        "rl_zoo3.train",
+        "--algo",
+        "aggrevated",
+        "--env",
+        "Pendulum-v1",
+        "-f",
+        "logs",
+        "-n",
+        "64",
+        "--eval-freq",
+        "-1",
+        "--hyperparams",
+        f"expert:'{spec.folder}'",
+    ]
+    result = subprocess.run(
+        [sys.executable, *args],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "PYTHONWARNINGS": "ignore"},
+    )
+    assert result.returncode != 0, result.stdout[-2000:]
+    last = result.stderr.strip().splitlines()[-1]
+    assert last.startswith(f"sb3ext.common.serialization.{spec.error}:") or last.startswith(f"{spec.error}:"), last
+    import re
+
+    assert re.search(spec.match, last), last
+    assert not marker.exists()
+    assert not list((tmp_path / "logs").rglob("*.zip"))
