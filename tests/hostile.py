@@ -135,10 +135,11 @@ def _vecnormalize_state(folder: Path) -> dict:
     return {"obs": (norm.obs_rms.mean, norm.obs_rms.var, norm.obs_rms.count), "ret": (norm.ret_rms.mean, norm.ret_rms.var)}
 
 
-def _vecnormalize_pickle(obs_mean, obs_var, ret=(np.zeros(()), np.ones(())), state_extra=None, state=None) -> bytes:
+def _vecnormalize_pickle(obs_mean, obs_var, ret=None, state_extra=None, state=None) -> bytes:
     from stable_baselines3.common.running_mean_std import RunningMeanStd
     from stable_baselines3.common.vec_env.vec_normalize import VecNormalize
 
+    ret = ret if ret is not None else (np.zeros(()), np.ones(()))
     if state is None:
         state = {
             "obs_rms": As(RunningMeanStd, {"mean": obs_mean, "var": obs_var, "count": 1000.0}),
