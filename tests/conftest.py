@@ -24,3 +24,16 @@ def _single_thread() -> None:
     import torch as th
 
     th.set_num_threads(1)
+
+
+def pytest_collection_modifyitems(config, items) -> None:
+    """``SB3EXT_TEST_ORDER=reverse`` or ``random[:SEED]`` reorders the suite, to check that no test leans on another."""
+    order = os.environ.get("SB3EXT_TEST_ORDER", "")
+    if order == "reverse":
+        items.reverse()
+    elif order.startswith("random"):
+        import random
+
+        random.Random(int(order.partition(":")[2] or 0)).shuffle(items)
+    elif order:
+        raise pytest.UsageError(f"SB3EXT_TEST_ORDER={order!r}; allowed: reverse, random, random:<seed>")
