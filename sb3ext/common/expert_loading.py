@@ -438,7 +438,7 @@ def build_expert_model(path: Path, device: th.device | str = "cpu") -> BaseAlgor
     model.action_space = action_space
     model.n_envs = 1
     model.policy_kwargs = policy_kwargs
-    model.gamma = gamma
+    model.gamma = gamma  # type: ignore[attr-defined]
     model.learning_rate = 0.0
     if hasattr(model, "buffer_size"):
         model.buffer_size = 1  # type: ignore[attr-defined]

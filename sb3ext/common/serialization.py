@@ -418,7 +418,7 @@ def _box_finish(inst: _Instance, source: str) -> Any:
             _check_dtype(bound.dtype, source)
         elif not isinstance(bound, (int, float, np.number)) or isinstance(bound, bool):
             raise ValueError(f"{source}: Box bound {bound!r} is neither a number nor an array")
-    return gs.Box(low=low, high=high, shape=shape, dtype=dtype)
+    return gs.Box(low=low, high=high, shape=shape, dtype=dtype)  # type: ignore[arg-type]  # both checked above
 
 
 def _int_field(fields: dict[str, Any], key: str, source: str, default: Any = None) -> int:
@@ -481,7 +481,11 @@ _OPAQUE = Recipe("numpy.random state", value="<numpy.random>", call=_args_only, 
 
 
 # the unpickler ----------------------------------------------------------------------------------
-class RestrictedUnpickler(pickle._Unpickler):  # type: ignore[name-defined,misc]
+#: The pure-Python unpickler: its opcode handlers can be replaced one by one (the C one's cannot).
+_PyUnpickler: Any = pickle._Unpickler  # type: ignore[attr-defined]
+
+
+class RestrictedUnpickler(_PyUnpickler):
     """Pure-Python unpickler that builds records from allow-listed recipes only (see the module docstring).
 
     :param data: the pickle
@@ -490,7 +494,7 @@ class RestrictedUnpickler(pickle._Unpickler):  # type: ignore[name-defined,misc]
         and numpy's random-state constructors are added when ``spaces`` is true
     """
 
-    dispatch = dict(pickle._Unpickler.dispatch)  # type: ignore[attr-defined]
+    dispatch: dict[int, Any] = dict(_PyUnpickler.dispatch)
 
     def __init__(self, data: bytes, source: str, recipes: Mapping[tuple[str, str], Recipe], spaces: bool = True):
         super().__init__(io.BytesIO(data))
