@@ -11,6 +11,7 @@ import sys
 import zipfile
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from tests import hostile
@@ -204,13 +205,19 @@ def test_guard_zip_bomb_and_alias_bomb_are_real(fixtures) -> None:
     assert size >= 9**10  # formatting it (as the zoo does) would never finish
 
 
-def test_guard_reduce_of_an_allowed_class_is_huge_under_plain_pickle(fixtures) -> None:
-    """Box(0, 1, (40000, 40000)) through plain pickle: gymnasium would allocate 1.6e9-element bounds."""
+def test_guard_reduce_of_an_allowed_class_runs_its_constructor_under_plain_pickle() -> None:
+    """REDUCE calls an allowed class with the file's arguments: the fixtures' sizes scaled down 100x here."""
     import gymnasium
+    from stable_baselines3.common.noise import NormalActionNoise, VectorizedActionNoise
+    from stable_baselines3.common.running_mean_std import RunningMeanStd
 
-    raw = pickle.dumps(hostile.As(gymnasium.spaces.Box, call=True, args=(0.0, 1.0, (40000, 40000))))
-    ops = [op.name for op, _arg, _pos in __import__("pickletools").genops(raw)]
-    assert "REDUCE" in ops and b"Box" in raw
+    box = pickle.loads(pickle.dumps(hostile.As(gymnasium.spaces.Box, call=True, args=(0.0, 1.0, (400, 400)))))
+    assert box.low.shape == (400, 400)  # (40000, 40000) in the fixture: 1.6e9 elements per bound
+    rms = pickle.loads(pickle.dumps(hostile.As(RunningMeanStd, call=True, args=(1e-4, (400, 400)))))
+    assert rms.mean.shape == (400, 400)
+    base = NormalActionNoise(np.zeros(1), np.ones(1))
+    noise = pickle.loads(pickle.dumps(hostile.As(VectorizedActionNoise, call=True, args=(base, 1000))))
+    assert len(noise.noises) == 1000  # 10**9 deep copies in the fixture: the load never ends
 
 
 # ---------------------------------------------------------------------------------------------------- zoo CLI
