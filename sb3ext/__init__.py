@@ -11,8 +11,8 @@ _LAZY = {
     "KLPPO": "sb3ext.algos.ppo_kl",
     "RPO": "sb3ext.algos.rpo",
     "TanhPPO": "sb3ext.algos.ppo_tanh",
-    "Expert": "sb3ext.common.experts",
-    "load_expert": "sb3ext.common.experts",
+    "Expert": "sb3ext.experts",
+    "load_expert": "sb3ext.experts",
 }
 
 __all__ = ["__version__", *_LAZY]

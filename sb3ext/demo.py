@@ -19,7 +19,9 @@ from typing import Any
 
 import numpy as np
 
-EMBEDDED_EXPERT = Path(__file__).parent / "experts" / "sac" / "Pendulum-v1_1"
+from sb3ext.experts.references import PENDULUM_EXPERT, SHIPPED_ROOT
+
+EMBEDDED_EXPERT = SHIPPED_ROOT / PENDULUM_EXPERT
 
 # Zoo-only keys of a hyperparameter entry, handled here rather than by the constructor.
 _ZOO_KEYS = {"n_envs", "n_timesteps", "policy", "expert", "normalize", "env_wrapper", "frame_stack", "callback"}
@@ -106,7 +108,7 @@ def main(argv: list[str] | None = None) -> int:
     from stable_baselines3.common.vec_env import VecNormalize
 
     from sb3ext.algos.aggrevated import AggreVaTeD
-    from sb3ext.common.experts import load_expert
+    from sb3ext.experts import load_expert
 
     th.set_num_threads(1)
     out = Path(args.out)

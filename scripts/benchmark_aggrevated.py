@@ -82,7 +82,7 @@ def reference_returns(task: Task, experts: Path) -> tuple[float, float]:
     from stable_baselines3.common.evaluation import evaluate_policy
     from stable_baselines3.common.monitor import Monitor
 
-    from sb3ext.common.experts import load_expert
+    from sb3ext.experts import load_expert
 
     env = gym.make(task.env_id)
     env.action_space.seed(123)
@@ -118,7 +118,7 @@ def throughput(env_id: str, repeats: int, steps: int) -> dict:
     from stable_baselines3.common.env_util import make_vec_env
 
     from sb3ext.algos.aggrevated import AggreVaTeD
-    from sb3ext.common.experts import load_expert
+    from sb3ext.experts import load_expert
 
     th.set_num_threads(1)
     task = TASKS[env_id]

@@ -76,7 +76,7 @@ def main() -> None:
     evaluations = np.load(sorted((work / "logs" / "aggrevated").glob(f"{args.env}_*/evaluations.npz"))[-1])
     steps, results = evaluations["timesteps"], evaluations["results"]
 
-    from sb3ext.common.experts import load_expert
+    from sb3ext.experts import load_expert
 
     expert = load_expert(expert_path)
     expert_returns = returns_of(expert, args.env, args.eval_episodes, 5000)

@@ -26,7 +26,9 @@ EXPERTS = {"Pendulum-v1": 20_000, "sb3ext/BallPlateContinuous-v0": 50_000}
 
 def target(env_id: str) -> Path:
     """The shipped expert's folder, named as the zoo names runs (``sb3ext/X-v0`` -> ``sb3ext-X-v0``)."""
-    return ROOT / "sb3ext" / "experts" / "sac" / f"{env_id.replace('/', '-')}_1"
+    from sb3ext.experts.references import SHIPPED_ROOT
+
+    return SHIPPED_ROOT / "sac" / f"{env_id.replace('/', '-')}_1"
 
 
 def main() -> None:
@@ -72,7 +74,7 @@ def evaluate(env_id: str, timesteps: int, seed: int, eval_episodes: int) -> None
     from stable_baselines3.common.monitor import Monitor
 
     import sb3ext.envs  # noqa: F401 - registers the sb3ext ids
-    from sb3ext.common.experts import load_expert
+    from sb3ext.experts import load_expert
 
     folder = target(env_id)
     expert = load_expert(folder)

@@ -46,7 +46,9 @@ def evaluations(folder: Path) -> tuple[np.ndarray, np.ndarray]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--env", default="Pendulum-v1")
-    parser.add_argument("--expert", type=Path, default=ROOT / "sb3ext" / "experts" / "sac" / "Pendulum-v1_1")
+    parser.add_argument(
+        "--expert", type=Path, default=ROOT / "sb3ext" / "experts" / "sac" / "Pendulum-v1_1"
+    )  # the shipped PENDULUM_EXPERT
     parser.add_argument("--storage", default=None, help="database URL (default: a throw-away local PostgreSQL server)")
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--trials", type=int, default=20)

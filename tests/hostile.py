@@ -128,7 +128,7 @@ def _edit_tensors(zip_path: Path, entry: str, change: Callable[[dict], None]) ->
 
 def _vecnormalize_state(folder: Path) -> dict:
     """The statistics of the walker expert, as plain arrays (for crafting variants)."""
-    from sb3ext.common.experts import load_expert
+    from sb3ext.experts import load_expert
 
     norm = load_expert(folder).normalization
     assert norm is not None and norm.obs_rms is not None and norm.ret_rms is not None

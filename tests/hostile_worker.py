@@ -47,8 +47,8 @@ def fingerprint() -> dict[str, dict[str, int]]:
 
 
 def main(folders: list[str]) -> None:
-    from sb3ext.common.experts import load_expert
     from sb3ext.common.serialization import UnsafeObjectError
+    from sb3ext.experts import load_expert
 
     # a guard for the machine: a hostile load that escaped the caps fails here instead of swapping
     vm_kb = next(int(line.split()[1]) for line in open("/proc/self/status") if line.startswith("VmSize:"))

@@ -17,8 +17,8 @@ import torch as th
 from stable_baselines3 import DDPG, DQN, PPO, SAC
 from stable_baselines3.common.utils import ConstantSchedule
 
-from sb3ext.common.experts import Q_CONTINUOUS, Q_DISCRETE, VALUE_ONLY, load_expert
 from sb3ext.common.serialization import UnsafeObjectError
+from sb3ext.experts import Q_CONTINUOUS, Q_DISCRETE, VALUE_ONLY, load_expert
 from tests.conftest import shared_expert
 
 # (folder, gymnasium env id, kind)

@@ -59,7 +59,7 @@ def run_offline(code: str, cache: Path, cwd: Path, **env: str) -> subprocess.Com
 
 
 LOAD = (
-    "import sys; sys.path.insert(0, {root!r}); from sb3ext.common.experts import load_expert; "
+    "import sys; sys.path.insert(0, {root!r}); from sb3ext.experts import load_expert; "
     "e = load_expert({ref!r}); print(e.source, e.algo_name)"
 )
 
@@ -68,7 +68,7 @@ def test_hub_id_resolves_from_the_offline_cache(hub_cache: Path, tmp_path: Path)
     code = (
         f"import sys; sys.path.insert(0, {str(ROOT)!r})\n"
         "import numpy as np, torch as th\n"
-        "from sb3ext.common.experts import load_expert\n"
+        "from sb3ext.experts import load_expert\n"
         "hub = load_expert('sb3/sac-Pendulum-v1')\n"
         f"local = load_expert({str(shared_expert('sac/Pendulum-v1_1'))!r})\n"
         "obs = np.random.default_rng(0).uniform(-1, 1, (20, 3)).astype(np.float32)\n"
@@ -150,7 +150,7 @@ def test_hub_normalize_expert_without_cached_statistics_fails_clearly(tmp_path: 
     ],
 )
 def test_bad_mappings_name_the_problem(reference: dict, message: str) -> None:
-    from sb3ext.common.hub import parse_reference
+    from sb3ext.experts.references import parse_reference
 
     with pytest.raises(ValueError) as info:
         parse_reference(reference)
@@ -175,7 +175,7 @@ def test_trust_is_explicit(tmp_path: Path) -> None:
 
 
 def test_shipped_expert_references() -> None:
-    from sb3ext.common.hub import parse_reference, shipped_experts
+    from sb3ext.experts.references import parse_reference, shipped_experts
 
     assert "sac/Pendulum-v1_1" in shipped_experts()
     reference = parse_reference("shipped:sac/Pendulum-v1_1")

@@ -106,7 +106,7 @@ def test_install_puts_only_a_light_hook_at_interpreter_start(fresh_venv: FreshVe
     assert registered.stdout.strip() == "AggreVaTeD"
     embedded = fresh_venv.run(
         "-c",
-        "from sb3ext.demo import EMBEDDED_EXPERT; from sb3ext.common.experts import load_expert; "
+        "from sb3ext.demo import EMBEDDED_EXPERT; from sb3ext.experts import load_expert; "
         "e = load_expert(EMBEDDED_EXPERT); print(e.algo_name, e.source)",
         cwd=tmp_path,
     )

@@ -6,7 +6,7 @@ import numpy as np
 import torch as th
 from gymnasium import spaces
 
-from sb3ext.common.experts import Q_CONTINUOUS, Q_DISCRETE, VALUE_ONLY, Expert
+from sb3ext.experts import Q_CONTINUOUS, Q_DISCRETE, VALUE_ONLY, Expert
 
 
 class _ToyExpert(Expert):

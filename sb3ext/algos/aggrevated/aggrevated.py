@@ -20,8 +20,8 @@ from torch.nn import functional as F
 
 from sb3ext.algos.aggrevated.policies import CnnPolicy, MlpPolicy
 from sb3ext.common.buffers import StateAggregationBuffer
-from sb3ext.common.experts import Q_CONTINUOUS, Q_DISCRETE, VALUE_ONLY, Expert, load_expert
 from sb3ext.common.validation import invalid, unknown_kwargs_message
+from sb3ext.experts import Q_CONTINUOUS, Q_DISCRETE, VALUE_ONLY, Expert, load_expert
 
 SelfAggreVaTeD = TypeVar("SelfAggreVaTeD", bound="AggreVaTeD")
 
@@ -68,7 +68,7 @@ class AggreVaTeD(PPO):
 
     :param policy: The policy model to use (MlpPolicy, CnnPolicy)
     :param env: The environment to learn from (if registered in Gym, can be str)
-    :param expert: the expert: a zoo folder, a ``.zip`` checkpoint or an :class:`sb3ext.common.experts.Expert`.
+    :param expert: the expert: a zoo folder, a ``.zip`` checkpoint or an :class:`sb3ext.experts.Expert`.
         It is never saved with the learner; ``load()`` without it still predicts.
     :param learning_rate: The learning rate, it can be a function of the current progress remaining (from 1 to 0)
     :param n_steps: The number of steps to run for each environment per iteration (roll-in length)

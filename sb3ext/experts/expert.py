@@ -36,8 +36,8 @@ from gymnasium import spaces
 from stable_baselines3.common.base_class import BaseAlgorithm
 from stable_baselines3.common.policies import ActorCriticPolicy
 
-from sb3ext.common.checkpoint import is_within
-from sb3ext.common.expert_loading import (
+from sb3ext.common.serialization import LiteralTooComplex, UnsafeObjectError, safe_literal_eval
+from sb3ext.experts.building import (
     Normalization,
     algo_of,
     build_expert_model,
@@ -45,8 +45,8 @@ from sb3ext.common.expert_loading import (
     read_config,
     trusted_load,
 )
-from sb3ext.common.hub import check_sha256, download, hub_model_filename, parse_reference, trust_from_environment
-from sb3ext.common.serialization import LiteralTooComplex, UnsafeObjectError, safe_literal_eval
+from sb3ext.experts.checkpoint import is_within
+from sb3ext.experts.references import check_sha256, download, hub_model_filename, parse_reference, trust_from_environment
 
 #: Kinds of expert, by what they can answer.
 Q_CONTINUOUS = "q_continuous"  # SAC, TD3, DDPG, TQC: Q*(s, a)
@@ -243,8 +243,7 @@ class Expert:
         try:
             env = gym.make(env_id, **env_kwargs)
         except gym.error.NameNotFound:
-            import rl_zoo3.import_envs  # noqa: F401 - registers pybullet_envs_gymnasium and other env packages
-
+            _import_env_packages()
             env = gym.make(env_id, **env_kwargs)
         for wrapper, kwargs in self.wrapper_classes():
             env = wrapper(env, **kwargs)
@@ -392,6 +391,20 @@ class Expert:
         return self.policy.predict_values(obs).flatten()
 
 
+#: Packages that register gymnasium envs on import (the ones the zoo's experts need), tried when an id is unknown.
+ENV_PACKAGES = ("pybullet_envs_gymnasium", "ale_py", "sb3ext.envs")
+
+
+def _import_env_packages() -> None:
+    import importlib
+
+    for name in ENV_PACKAGES:
+        try:
+            importlib.import_module(name)
+        except ImportError:
+            continue
+
+
 def load_expert(
     reference: str | os.PathLike[str] | dict[str, Any] | Expert,
     env_id: str | None = None,
@@ -402,7 +415,7 @@ def load_expert(
 
     :param reference: a zoo folder, a ``.zip`` checkpoint, a Hub repo id (``sb3/sac-Pendulum-v1[@revision]``),
         a mapping (``id`` or ``path``, ``revision``, ``sha256``, ``trust_remote_code``), or an :class:`Expert`
-        (returned as is). See :mod:`sb3ext.common.hub`.
+        (returned as is). See :mod:`sb3ext.experts.references`.
     :param env_id: environment id, to pick the right zip in a folder with several
     :param device: torch device for the expert's networks
     :param trust_remote_code: True: let SB3 unpickle the checkpoint's objects (this runs code from the files:

@@ -51,15 +51,20 @@ def trust_from_environment() -> bool:
 SHIPPED_PREFIX = "shipped:"
 
 
+#: Where the shipped experts live: zoo folders ``<algo>/<run>`` beside this module.
+SHIPPED_ROOT = Path(__file__).resolve().parent
+#: The shipped SAC Pendulum-v1 expert of the demo and the offline examples.
+PENDULUM_EXPERT = "sac/Pendulum-v1_1"
+
+
 def shipped_experts() -> list[str]:
     """Names of the experts shipped inside sb3ext (``<algo>/<run folder>``), for ``shipped:<name>`` references."""
-    root = Path(__file__).resolve().parent.parent / "experts"
-    return sorted(f"{folder.parent.name}/{folder.name}" for folder in root.glob("*/*") if any(folder.glob("*.zip")))
+    return sorted(f"{folder.parent.name}/{folder.name}" for folder in SHIPPED_ROOT.glob("*/*") if any(folder.glob("*.zip")))
 
 
 def shipped_expert(name: str) -> Path:
     """Folder of the shipped expert ``name`` (``sac/Pendulum-v1_1``); ``ValueError`` listing them if unknown."""
-    path = Path(__file__).resolve().parent.parent / "experts" / name
+    path = SHIPPED_ROOT / name
     if name not in shipped_experts():
         raise ValueError(f"no shipped expert {name!r}; shipped: {', '.join(SHIPPED_PREFIX + n for n in shipped_experts())}")
     return path

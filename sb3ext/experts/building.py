@@ -38,7 +38,6 @@ from stable_baselines3.common.policies import BasePolicy
 from stable_baselines3.common.running_mean_std import RunningMeanStd
 from stable_baselines3.common.utils import ConstantSchedule
 
-from sb3ext.common.checkpoint import CheckpointArchive
 from sb3ext.common.serialization import (
     MAX_TEXT,
     Recipe,
@@ -49,6 +48,7 @@ from sb3ext.common.serialization import (
     safe_yaml_load,
     trusting_loads,
 )
+from sb3ext.experts.checkpoint import CheckpointArchive
 
 #: Fields of ``data`` an expert is built from; every other serialized field is only scanned, never built.
 USED_FIELDS = ("policy_class", "observation_space", "action_space", "policy_kwargs")
