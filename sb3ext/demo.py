@@ -31,7 +31,7 @@ def default_hyperparams(env_id: str) -> dict[str, Any]:
     """The entry of ``hyperparams/aggrevated.yml`` for ``env_id`` (zoo keys included)."""
     import yaml
 
-    from sb3ext.zoo import hyperparams_path
+    from sb3ext.common.resources import hyperparams_path
 
     entries = yaml.safe_load(hyperparams_path("aggrevated").read_text())
     if env_id not in entries:

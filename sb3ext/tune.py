@@ -42,7 +42,7 @@ def main(argv: list[str] | None = None) -> int:
             command.add_argument("-o", "--output", type=Path, required=True, help="YAML file to write")
     args = parser.parse_args(argv)
 
-    from sb3ext.common import tuning
+    from sb3ext import tuning, zoo
 
     try:
         if args.command == "create":
@@ -57,8 +57,10 @@ def main(argv: list[str] | None = None) -> int:
                 best = study.best_trial
                 print(f"best trial {best.number}: value {best.value:.3f}, params {best.params}")
             return 0
+        tuning.pick_trial(study, args.trial)  # a missing trial is the first thing to report
+        config = args.conf_file if args.conf_file is not None else zoo.default_config(args.algo, args.env)
         content, trial = tuning.export_trial(
-            study, args.algo, args.env, trial_number=args.trial, config=args.conf_file, overrides=args.hyperparams
+            study, args.env, zoo.converter_for(args.algo), config, trial_number=args.trial, overrides=args.hyperparams
         )
     except (ValueError, ImportError) as exc:
         print(f"error: {exc}", file=sys.stderr)

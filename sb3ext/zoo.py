@@ -9,7 +9,7 @@ Called by :mod:`sb3ext._hook` right after gymnasium and each zoo module in its t
 * ``rl_zoo3.exp_manager``: the default hyperparameter file of our algorithms, and of stock algorithms on
   our ``sb3ext/...`` environments (``hyperparams/<algo>.yml`` shipped with sb3ext), so no ``-conf`` is
   needed; ``--trial-id 0`` honoured; a database ``--storage`` of ``-optimize`` opened with a heartbeat
-  (:func:`sb3ext.common.tuning.make_storage`).
+  (:func:`sb3ext.tuning.make_storage`).
 * ``huggingface_sb3``: repairs of the zoo's Hub scripts on this stack (see :func:`repair_huggingface_sb3`).
 """
 
@@ -21,6 +21,8 @@ import inspect
 from pathlib import Path
 from types import ModuleType
 from typing import Any
+
+from sb3ext.common.resources import hyperparams_path
 
 #: zoo key -> "module:ClassName"; the zoo key is the algorithm's module name (STYLE.md).
 ALGORITHMS: dict[str, str] = {
@@ -36,16 +38,7 @@ def _load_class(target: str) -> type:
     return getattr(importlib.import_module(module_name), class_name)
 
 
-def hyperparams_path(algo: str) -> Path:
-    """Path of sb3ext's zoo-format YAML file for ``algo``: an sb3ext algorithm, or a stock one on sb3ext's envs."""
-    for folder in (Path(__file__).parent / "hyperparams", Path(__file__).parent.parent / "hyperparams"):
-        # a regular install ships the files inside the package; the source tree / editable install has them beside it
-        if (folder / f"{algo}.yml").is_file():
-            return folder / f"{algo}.yml"
-    raise ValueError(f"sb3ext has no hyperparameter file for {algo!r}")
-
-
-def _default_config(algo: str, env_id: str) -> Path | None:
+def _sb3ext_config(algo: str, env_id: str) -> Path | None:
     """sb3ext's YAML for sb3ext algorithms, and for stock algorithms on sb3ext's own environments."""
     if algo in ALGORITHMS or env_id.startswith("sb3ext/"):
         try:
@@ -66,7 +59,7 @@ def register_envs() -> None:
 
 
 def register_samplers(opt_module: ModuleType) -> None:
-    from sb3ext.common.tuning import CONVERTERS, SAMPLERS
+    from sb3ext.tuning import CONVERTERS, SAMPLERS
 
     opt_module.HYPERPARAMS_SAMPLER.update(SAMPLERS)
     opt_module.HYPERPARAMS_CONVERTER.update(CONVERTERS)
@@ -92,7 +85,7 @@ def patch_experiment_manager(exp_module: ModuleType) -> None:
         original(self, *args, **kwargs)
         bound = signature.bind(self, *args, **kwargs)
         if not bound.arguments.get("config"):
-            default = _default_config(self.algo, self.env_name.gym_id)
+            default = _sb3ext_config(self.algo, self.env_name.gym_id)
             if default is not None:
                 self.config = str(default)
         if self.trial_id == 0 and not isinstance(self.trial_id, TrialId):
@@ -106,7 +99,7 @@ def patch_experiment_manager(exp_module: ModuleType) -> None:
 
     @functools.wraps(optimize)
     def hyperparameters_optimization(self: Any) -> None:
-        from sb3ext.common.tuning import zoo_storage_with_heartbeat
+        from sb3ext.tuning import zoo_storage_with_heartbeat
 
         # a database --storage gets a heartbeat: trials of killed workers are failed and re-queued
         with zoo_storage_with_heartbeat():
@@ -169,6 +162,26 @@ def on_zoo_import(module: ModuleType) -> None:
         patch_experiment_manager(module)
     elif name == "huggingface_sb3":
         repair_huggingface_sb3(module)
+
+
+def default_config(algo: str, env_id: str) -> Path:
+    """The YAML file ``python -m rl_zoo3.train --algo <algo> --env <env_id>`` reads without ``-conf``."""
+    path = _sb3ext_config(algo, env_id)
+    if path is None:
+        import rl_zoo3
+
+        path = Path(rl_zoo3.__file__).parent / "hyperparams" / f"{algo}.yml"
+    return path
+
+
+def converter_for(algo: str) -> Any:
+    """The zoo's Optuna converter for ``algo`` (sb3ext's registered too), for ``--trial-id`` and export."""
+    from rl_zoo3.hyperparams_opt import HYPERPARAMS_CONVERTER
+
+    register()
+    if algo not in HYPERPARAMS_CONVERTER:
+        raise ValueError(f"no Optuna converter for algorithm {algo!r}; known: {sorted(HYPERPARAMS_CONVERTER)}")
+    return HYPERPARAMS_CONVERTER[algo]
 
 
 def register() -> None:

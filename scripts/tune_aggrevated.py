@@ -100,7 +100,7 @@ def main() -> None:
         run(export, work, work / "export.log")
         import optuna
 
-        from sb3ext.common import tuning
+        from sb3ext import tuning
 
         study = tuning.load_study(storage, study_name)
         trials = study.get_trials()

@@ -18,8 +18,8 @@ from stable_baselines3.common.env_util import make_vec_env
 
 from sb3ext.algos.aggrevated import AggreVaTeD
 from sb3ext.algos.aggrevated.aggrevated import expected_advantages, leave_one_out_advantages
+from sb3ext.common.resources import hyperparams_path
 from sb3ext.experts import load_expert
-from sb3ext.zoo import hyperparams_path
 from tests.conftest import shared_expert
 from tests.toy_experts import QuadraticExpert, TableExpert
 

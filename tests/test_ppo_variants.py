@@ -18,12 +18,12 @@ from stable_baselines3.common.distributions import DiagGaussianDistribution, Squ
 from stable_baselines3.common.env_util import make_vec_env
 from stable_baselines3.common.envs import IdentityEnvMultiBinary, IdentityEnvMultiDiscrete
 
+from sb3ext import tuning
 from sb3ext.algos.ppo_kl import KLPPO, adapt_kl_coef
 from sb3ext.algos.ppo_tanh import TanhPPO
 from sb3ext.algos.rpo import RPO
-from sb3ext.common import tuning
 from sb3ext.common.distributions import TanhDiagGaussianDistribution, distribution_params, kl_from_params
-from sb3ext.zoo import hyperparams_path
+from sb3ext.common.resources import hyperparams_path
 from tests.test_aggrevated import ZOO_KEYS
 
 SMALL = dict(n_steps=32, batch_size=32, n_epochs=2, policy_kwargs=dict(net_arch=[16]))

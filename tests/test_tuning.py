@@ -19,8 +19,7 @@ import yaml
 from optuna.storages import RetryHeartbeatStaleTrialCallback
 from optuna.trial import TrialState
 
-from sb3ext import AggreVaTeD
-from sb3ext.common import tuning
+from sb3ext import AggreVaTeD, tuning
 from sb3ext.demo import EMBEDDED_EXPERT
 from tests import pg_server
 
