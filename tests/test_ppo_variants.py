@@ -20,9 +20,10 @@ from stable_baselines3.common.envs import IdentityEnvMultiBinary, IdentityEnvMul
 
 from sb3ext import tuning
 from sb3ext.algos.ppo_kl import KLPPO, adapt_kl_coef
+from sb3ext.algos.ppo_kl.distributions import distribution_params, kl_from_params
 from sb3ext.algos.ppo_tanh import TanhPPO
+from sb3ext.algos.ppo_tanh.distributions import TanhDiagGaussianDistribution
 from sb3ext.algos.rpo import RPO
-from sb3ext.common.distributions import TanhDiagGaussianDistribution, distribution_params, kl_from_params
 from sb3ext.common.resources import hyperparams_path
 from tests.test_aggrevated import ZOO_KEYS
 
@@ -336,3 +337,26 @@ def test_sampler_and_converter_agree_and_build(algo: str) -> None:
 def test_gaussian_distribution_params_layout() -> None:
     dist = DiagGaussianDistribution(2).proba_distribution(th.tensor([[1.0, 2.0]]), th.tensor([0.5, -0.5]))
     assert th.allclose(distribution_params(dist), th.tensor([[1.0, 2.0, 0.5, -0.5]]))
+
+
+def test_klppo_saved_before_the_restructure_still_loads(tmp_path) -> None:
+    """Models saved by 0.1.0-dev name the buffer class sb3ext.common.buffers.DistributionRolloutBuffer."""
+    import base64
+    import json
+    import zipfile
+
+    model = KLPPO("MlpPolicy", "Pendulum-v1", n_steps=64, batch_size=64, seed=0)
+    model.save(tmp_path / "new.zip")
+    with zipfile.ZipFile(tmp_path / "new.zip") as archive:
+        entries = {name: archive.read(name) for name in archive.namelist()}
+    data = json.loads(entries["data"])
+    old_reference = b"\x80\x04csb3ext.common.buffers\nDistributionRolloutBuffer\n."
+    data["rollout_buffer_class"][":serialized:"] = base64.b64encode(old_reference).decode()
+    entries["data"] = json.dumps(data).encode()
+    with zipfile.ZipFile(tmp_path / "old.zip", "w") as archive:
+        for name, content in entries.items():
+            archive.writestr(name, content)
+    loaded = KLPPO.load(tmp_path / "old.zip", env=make_vec_env("Pendulum-v1", n_envs=1))
+    obs = np.zeros((1, 3), dtype=np.float32)
+    np.testing.assert_array_equal(loaded.predict(obs, deterministic=True)[0], model.predict(obs, deterministic=True)[0])
+    loaded.learn(64)  # the buffer works

@@ -18,8 +18,8 @@ from stable_baselines3.common.utils import explained_variance, obs_as_tensor
 from stable_baselines3.common.vec_env import VecEnv, VecNormalize
 from torch.nn import functional as F
 
+from sb3ext.algos.aggrevated.buffers import StateAggregationBuffer
 from sb3ext.algos.aggrevated.policies import CnnPolicy, MlpPolicy
-from sb3ext.common.buffers import StateAggregationBuffer
 from sb3ext.common.validation import invalid, unknown_kwargs_message
 from sb3ext.experts import Q_CONTINUOUS, Q_DISCRETE, VALUE_ONLY, Expert, load_expert
 

@@ -13,9 +13,9 @@ from stable_baselines3.common.type_aliases import GymEnv, MaybeCallback, Schedul
 from stable_baselines3.common.utils import FloatSchedule, explained_variance
 from torch.nn import functional as F
 
+from sb3ext.algos.ppo_kl.buffers import DistributionRolloutBuffer
+from sb3ext.algos.ppo_kl.distributions import kl_from_params
 from sb3ext.algos.ppo_kl.policies import CnnPolicy, MlpPolicy
-from sb3ext.common.buffers import DistributionRolloutBuffer
-from sb3ext.common.distributions import kl_from_params
 from sb3ext.common.validation import invalid, unknown_kwargs_message
 
 SelfKLPPO = TypeVar("SelfKLPPO", bound="KLPPO")
@@ -144,6 +144,20 @@ class KLPPO(PPO):
         self.kl_factor = kl_factor
         if _init_setup_model:
             self._setup_model()
+
+    @classmethod
+    def load(  # type: ignore[override]
+        cls,
+        path: Any,
+        env: Any = None,
+        device: th.device | str = "auto",
+        custom_objects: dict[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> Any:
+        """SB3's ``load``; the rollout buffer class is always this module's (models saved before sb3ext's
+        restructure name it ``sb3ext.common.buffers.DistributionRolloutBuffer``, which no longer exists)."""
+        custom_objects = {"rollout_buffer_class": DistributionRolloutBuffer, **(custom_objects or {})}
+        return super().load(path, env=env, device=device, custom_objects=custom_objects, **kwargs)
 
     def _setup_model(self) -> None:
         for name, value, allowed in (

@@ -13,7 +13,7 @@ from stable_baselines3.common.torch_layers import BaseFeaturesExtractor, Flatten
 from stable_baselines3.common.type_aliases import PyTorchObs, Schedule
 from torch import nn
 
-from sb3ext.common.distributions import TanhDiagGaussianDistribution
+from sb3ext.algos.ppo_tanh.distributions import TanhDiagGaussianDistribution
 
 
 class TanhActorCriticPolicy(ActorCriticPolicy):
