@@ -39,30 +39,6 @@ def default_hyperparams(env_id: str) -> dict[str, Any]:
     return dict(entries[env_id])
 
 
-def evaluate_random(env_id: str, n_episodes: int, seed: int) -> float:
-    import gymnasium as gym
-
-    env = gym.make(env_id)
-    env.action_space.seed(seed)
-    returns = []
-    for episode in range(n_episodes):
-        env.reset(seed=seed + episode)
-        done, total = False, 0.0
-        while not done:
-            _, reward, terminated, truncated, _ = env.step(env.action_space.sample())
-            total += float(reward)
-            done = terminated or truncated
-        returns.append(total)
-    env.close()
-    return float(np.mean(returns))
-
-
-def first_crossing(steps: np.ndarray, values: np.ndarray, threshold: float) -> int | None:
-    """First evaluation step at which ``values`` reaches ``threshold`` (None if never)."""
-    hits = np.flatnonzero(values >= threshold)
-    return int(steps[hits[0]]) if hits.size else None
-
-
 def plot(out_png: Path, env_id: str, steps: np.ndarray, means: np.ndarray, stds: np.ndarray,
          expert: tuple[float, float], random_return: float, threshold: float) -> None:  # fmt: skip
     import matplotlib
@@ -102,12 +78,11 @@ def main(argv: list[str] | None = None) -> int:
             parser.error(f"--{name.replace('_', '-')} must be positive, got {getattr(args, name)}")
 
     import torch as th
-    from stable_baselines3.common.callbacks import EvalCallback
     from stable_baselines3.common.env_util import make_vec_env
-    from stable_baselines3.common.evaluation import evaluate_policy
     from stable_baselines3.common.vec_env import VecNormalize
 
     from sb3ext.algos.aggrevated import AggreVaTeD
+    from sb3ext.callbacks import ExpertGapEvalCallback, episode_returns
     from sb3ext.experts import load_expert
 
     th.set_num_threads(1)
@@ -120,26 +95,31 @@ def main(argv: list[str] | None = None) -> int:
     print(f"[1/4] Loading the expert from {args.expert}", flush=True)
     expert = load_expert(args.expert, env_id=args.env)
     eval_env = make_vec_env(args.env, n_envs=1, seed=10_000 + args.seed)
-    expert_returns, _ = evaluate_policy(expert, eval_env, n_eval_episodes=20, return_episode_rewards=True)
-    expert_stats = (float(np.mean(expert_returns)), float(np.std(expert_returns)))
-    random_return = evaluate_random(args.env, 20, seed=20_000 + args.seed)
-    threshold = random_return + 0.9 * (expert_stats[0] - random_return)
-    print(f"      expert {expert_stats[0]:.1f} ± {expert_stats[1]:.1f}, random policy {random_return:.1f} (20 episodes each)")
-
-    print(f"[2/4] Training AggreVaTeD for {args.timesteps} env steps ({n_envs} envs), evaluating every {args.eval_freq}")
     env = make_vec_env(args.env, n_envs=n_envs, seed=args.seed)
     if hyperparams.get("normalize"):
         env = VecNormalize(env, norm_reward=False)
         eval_env = VecNormalize(eval_env, training=False, norm_reward=False)
-    model = AggreVaTeD(hyperparams.get("policy", "MlpPolicy"), env, expert=expert, seed=args.seed, **kwargs)
-    callback = EvalCallback(
+    expert_returns, _ = episode_returns(args.env, expert, 20, 10_000 + args.seed, expert.make_env)
+    callback = ExpertGapEvalCallback(
         eval_env,
+        env_id=args.env,
+        expert=expert,
+        expert_return=float(np.mean(expert_returns)),
+        reference_seed=10_000 + args.seed,
         eval_freq=max(1, args.eval_freq // n_envs),
         n_eval_episodes=args.eval_episodes,
         deterministic=True,
         log_path=str(out),
         verbose=0,
     )
+    callback.measure_references()
+    assert callback.expert_return is not None and callback.random_return is not None
+    random_return, threshold = callback.random_return, callback.threshold
+    expert_stats = (callback.expert_return, float(np.std(expert_returns)))
+    print(f"      expert {expert_stats[0]:.1f} ± {expert_stats[1]:.1f}, random policy {random_return:.1f} (20 episodes each)")
+
+    print(f"[2/4] Training AggreVaTeD for {args.timesteps} env steps ({n_envs} envs), evaluating every {args.eval_freq}")
+    model = AggreVaTeD(hyperparams.get("policy", "MlpPolicy"), env, expert=expert, seed=args.seed, **kwargs)
     start = time.perf_counter()
     model.learn(args.timesteps, callback=callback, progress_bar=sys.stdout.isatty())
     elapsed = time.perf_counter() - start
@@ -153,7 +133,7 @@ def main(argv: list[str] | None = None) -> int:
     for step, mean in zip(steps, means):
         closed = 100.0 * (mean - random_return) / span if span else float("nan")
         print(f"      {step:>9d} | {mean:>9.1f} | {expert_stats[0]:>8.1f} | {closed:6.1f} %")
-    reached = first_crossing(steps, means, threshold)
+    reached = callback.threshold_crossed_at
     verdict = f"after {reached} env steps" if reached is not None else f"not within {args.timesteps} env steps"
     print(
         f"      90% of the way from random ({random_return:.0f}) to expert ({expert_stats[0]:.0f}) = {threshold:.0f}: "

@@ -78,37 +78,19 @@ def expert_reference(task: Task, experts: Path) -> str:
 
 def reference_returns(task: Task, experts: Path) -> tuple[float, float]:
     """(random policy mean return over 50 episodes, expert mean return over 20 episodes)."""
-    import gymnasium as gym
-    from stable_baselines3.common.evaluation import evaluate_policy
-    from stable_baselines3.common.monitor import Monitor
-
+    from sb3ext.callbacks import episode_returns
     from sb3ext.experts import load_expert
 
-    env = gym.make(task.env_id)
-    env.action_space.seed(123)
-    random_returns = []
-    for episode in range(50):
-        env.reset(seed=1000 + episode)
-        total, done = 0.0, False
-        while not done:
-            _, reward, terminated, truncated, _ = env.step(env.action_space.sample())
-            total += float(reward)
-            done = terminated or truncated
-        random_returns.append(total)
+    random_returns, _ = episode_returns(task.env_id, None, 50, seed=1000)
     expert = load_expert(expert_reference(task, experts))
-    eval_env = Monitor(gym.make(task.env_id))
-    eval_env.reset(seed=2000)
-    expert_returns, _ = evaluate_policy(expert, eval_env, n_eval_episodes=20, return_episode_rewards=True)
+    expert_returns, _ = episode_returns(task.env_id, expert, 20, seed=2000, make_env=expert.make_env)
     return float(np.mean(random_returns)), float(np.mean(expert_returns))
 
 
 def steps_to_threshold(result: dict, threshold: float) -> tuple[int | None, float]:
-    steps, returns = np.asarray(result["timesteps"]), np.asarray(result["returns"])
-    hits = np.flatnonzero(returns >= threshold)
-    if not hits.size:
-        return None, 0.0
-    later = returns[hits[0] :]
-    return int(steps[hits[0]]), float(np.mean(later >= threshold))
+    from sb3ext.callbacks import first_crossing
+
+    return first_crossing(np.asarray(result["timesteps"]), np.asarray(result["returns"]), threshold)
 
 
 def throughput(env_id: str, repeats: int, steps: int) -> dict:

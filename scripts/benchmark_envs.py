@@ -138,20 +138,9 @@ def throughput(repeats: int, steps: int) -> dict[str, float]:
 
 def random_policy(env_id: str, episodes: int = 20) -> tuple[float, float]:
     """(mean return, mean episode length) of uniformly random actions."""
-    import gymnasium as gym
+    from sb3ext.callbacks import episode_returns
 
-    env = gym.make(env_id)
-    env.action_space.seed(0)
-    returns, lengths = [], []
-    for episode in range(episodes):
-        env.reset(seed=100 + episode)
-        total, length, done = 0.0, 0, False
-        while not done:
-            _, reward, terminated, truncated, _ = env.step(env.action_space.sample())
-            total, length, done = total + float(reward), length + 1, terminated or truncated
-        returns.append(total)
-        lengths.append(length)
-    env.close()
+    returns, lengths = episode_returns(env_id, None, episodes, seed=100)
     return float(np.mean(returns)), float(np.mean(lengths))
 
 
@@ -173,6 +162,8 @@ def plot(out: Path, task: Task, runs: list[dict], random_value: float) -> Path:
 
 
 def main() -> None:
+    from sb3ext.callbacks import first_crossing
+
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--tasks", nargs="+", default=list(TASKS), choices=list(TASKS))
     parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
@@ -251,8 +242,8 @@ def main() -> None:
             ]
             for r in runs:
                 values = np.asarray(r[task.metric])
-                hits = np.flatnonzero(values >= task.goal)
-                first = f"{int(r['timesteps'][hits[0]]):,} steps" if hits.size else "not reached"
+                reached, _held = first_crossing(np.asarray(r["timesteps"]), values, task.goal)
+                first = f"{reached:,} steps" if reached is not None else "not reached"
                 extra = f" {r['returns'][-1]:.1f} |" if task.metric != "returns" else ""
                 lines.append(f"| {r['seed']} | {first} | {values[-1]:.1f} |{extra}")
             lines += ["", f"![PPO on {env_id}]({png.name})", ""]

@@ -22,24 +22,6 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def returns_of(policy, env_id: str, episodes: int, seed: int) -> list[float]:
-    import gymnasium as gym
-
-    env = gym.make(env_id)
-    env.action_space.seed(seed)
-    totals = []
-    for episode in range(episodes):
-        obs, _ = env.reset(seed=seed + episode)
-        total, done = 0.0, False
-        while not done:
-            action = env.action_space.sample() if policy is None else policy.predict(obs[None])[0][0]
-            obs, reward, terminated, truncated, _ = env.step(action)
-            total += float(reward)
-            done = terminated or truncated
-        totals.append(total)
-    return totals
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--env", default="BipedalWalkerHardcore-v3")
@@ -76,11 +58,12 @@ def main() -> None:
     evaluations = np.load(sorted((work / "logs" / "aggrevated").glob(f"{args.env}_*/evaluations.npz"))[-1])
     steps, results = evaluations["timesteps"], evaluations["results"]
 
+    from sb3ext.callbacks import episode_returns
     from sb3ext.experts import load_expert
 
     expert = load_expert(expert_path)
-    expert_returns = returns_of(expert, args.env, args.eval_episodes, 5000)
-    random_returns = returns_of(None, args.env, 2 * args.eval_episodes, 6000)
+    expert_returns, _ = episode_returns(args.env, expert, args.eval_episodes, seed=5000, make_env=expert.make_env)
+    random_returns, _ = episode_returns(args.env, None, 2 * args.eval_episodes, seed=6000)
     expert_mean, random_mean = float(np.mean(expert_returns)), float(np.mean(random_returns))
 
     import matplotlib

@@ -1,0 +1,169 @@
+"""Evaluation against the expert: reference returns, the gap closed, and the first crossing of a threshold.
+
+* :func:`episode_returns`: returns (and lengths) of seeded episodes of a policy, or of uniformly random
+  actions; the one implementation the demo, the benchmarks and :class:`ExpertGapEvalCallback` share.
+* :func:`first_crossing`: the first evaluation at or above a threshold, and the fraction of later
+  evaluations that hold it.
+* :class:`ExpertGapEvalCallback`: SB3's ``EvalCallback`` that also measures the expert's and a random
+  policy's returns once, and logs the learner's place between them after every evaluation.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+from stable_baselines3.common.callbacks import EvalCallback
+from stable_baselines3.common.env_util import make_vec_env
+from stable_baselines3.common.vec_env import VecEnv, VecNormalize
+
+from sb3ext.experts import Expert, load_expert
+
+
+def episode_returns(
+    env_id: str,
+    policy: Any = None,
+    n_episodes: int = 20,
+    seed: int = 0,
+    make_env: Callable[[str], gym.Env] | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Returns and lengths of ``n_episodes`` seeded episodes (``seed``, ``seed + 1`` ...).
+
+    :param policy: anything with SB3's ``predict`` (deterministic actions; an :class:`~sb3ext.experts.Expert`
+        acts on raw env observations); ``None``: uniformly random actions (the action space seeded with ``seed``)
+    :param make_env: builds the env (default ``gym.make``); e.g. ``expert.make_env`` for an expert's wrappers
+    """
+    env = make_env(env_id) if make_env is not None else gym.make(env_id)
+    env.action_space.seed(seed)
+    returns, lengths = [], []
+    for episode in range(n_episodes):
+        obs, _ = env.reset(seed=seed + episode)
+        total, length, done = 0.0, 0, False
+        while not done:
+            if policy is None:
+                action = env.action_space.sample()
+            else:
+                action = policy.predict(np.asarray(obs)[None], deterministic=True)[0][0]
+            obs, reward, terminated, truncated, _ = env.step(action)
+            total, length, done = total + float(reward), length + 1, terminated or truncated
+        returns.append(total)
+        lengths.append(length)
+    env.close()
+    return np.asarray(returns), np.asarray(lengths)
+
+
+def threshold_between(random_return: float, expert_return: float, fraction: float = 0.9) -> float:
+    """The return ``fraction`` of the way from the random policy to the expert."""
+    return random_return + fraction * (expert_return - random_return)
+
+
+def first_crossing(steps: np.ndarray, values: np.ndarray, threshold: float) -> tuple[int | None, float]:
+    """(first step whose value reaches ``threshold`` or None, fraction of evaluations from then on that hold it)."""
+    values = np.asarray(values, dtype=float)
+    hits = np.flatnonzero(values >= threshold)
+    if not hits.size:
+        return None, 0.0
+    return int(np.asarray(steps)[hits[0]]), float(np.mean(values[hits[0] :] >= threshold))
+
+
+class ExpertGapEvalCallback(EvalCallback):
+    """``EvalCallback`` that places the learner between a random policy and the expert.
+
+    Before the first evaluation it measures the expert's return (deterministic) and a random policy's on
+    ``reference_episodes`` seeded episodes of the raw env, unless they are given. After every evaluation it
+    logs ``eval/expert_return``, ``eval/random_return``, ``eval/gap_closed`` ((learner - random) / (expert -
+    random)) and, once reached, ``eval/threshold_crossed_at`` (the first step at ``threshold_fraction`` of the
+    gap), then dumps the logger at the same step (TensorBoard, the zoo's CSV and stdout).
+
+    Usable from the zoo's YAML ``callback:`` key (the zoo passes only keyword arguments), e.g.::
+
+        callback:
+          - sb3ext.callbacks.ExpertGapEvalCallback:
+              env_id: Pendulum-v1
+              expert: shipped:sac/Pendulum-v1_1
+              eval_freq: 1000
+
+    :param eval_env: the evaluation env (VecEnv or env); default: ``make_vec_env(env_id)``, wrapped in a frozen
+        ``VecNormalize`` when the training env is one (its statistics are synced before each evaluation)
+    :param env_id: the env id of the references (default: the id of ``eval_env``)
+    :param expert: an expert reference or :class:`~sb3ext.experts.Expert` (optional when ``expert_return`` is given)
+    :param expert_return: the expert's return, if known (skips its evaluation)
+    :param random_return: a random policy's return, if known
+    :param reference_episodes: episodes of each reference evaluation
+    :param threshold_fraction: where between random and expert the threshold lies
+    :param reference_seed: seed of the reference episodes
+    :param kwargs: ``EvalCallback``'s other arguments (``eval_freq``, ``n_eval_episodes``, ``log_path`` ...)
+    """
+
+    def __init__(
+        self,
+        eval_env: gym.Env | VecEnv | None = None,
+        env_id: str | None = None,
+        expert: Any = None,
+        expert_return: float | None = None,
+        random_return: float | None = None,
+        reference_episodes: int = 20,
+        threshold_fraction: float = 0.9,
+        reference_seed: int = 10_000,
+        **kwargs: Any,
+    ):
+        if eval_env is None and env_id is None:
+            raise ValueError("ExpertGapEvalCallback needs eval_env or env_id")
+        if expert is None and expert_return is None:
+            raise ValueError("ExpertGapEvalCallback needs an expert (reference or Expert) or its expert_return")
+        if not 0 < threshold_fraction <= 1:
+            raise ValueError(f"threshold_fraction must be in (0, 1], got {threshold_fraction}")
+        if reference_episodes < 1:
+            raise ValueError(f"reference_episodes must be >= 1, got {reference_episodes}")
+        self._own_env = eval_env is None
+        super().__init__(eval_env if eval_env is not None else make_vec_env(env_id, n_envs=1), **kwargs)  # type: ignore[arg-type]
+        self.env_id = env_id or self.eval_env.get_attr("spec")[0].id
+        self.expert = expert
+        self.expert_return = expert_return
+        self.random_return = random_return
+        self.reference_episodes = reference_episodes
+        self.threshold_fraction = threshold_fraction
+        self.reference_seed = reference_seed
+        self.threshold_crossed_at: int | None = None
+
+    @property
+    def threshold(self) -> float:
+        assert self.expert_return is not None and self.random_return is not None, "references not measured yet"
+        return threshold_between(self.random_return, self.expert_return, self.threshold_fraction)
+
+    def measure_references(self) -> None:
+        """Evaluate the expert and the random policy (once; given values are kept)."""
+        if self.expert_return is None:
+            expert = self.expert if isinstance(self.expert, Expert) else load_expert(self.expert, env_id=self.env_id)
+            self.expert = expert
+            returns, _ = episode_returns(self.env_id, expert, self.reference_episodes, self.reference_seed, expert.make_env)
+            self.expert_return = float(np.mean(returns))
+        if self.random_return is None:
+            returns, _ = episode_returns(self.env_id, None, self.reference_episodes, self.reference_seed + 10_000)
+            self.random_return = float(np.mean(returns))
+
+    def _init_callback(self) -> None:
+        if self._own_env and isinstance(self.training_env, VecNormalize) and not isinstance(self.eval_env, VecNormalize):
+            self.eval_env = VecNormalize(self.eval_env, training=False, norm_reward=False)
+        super()._init_callback()
+        self.measure_references()
+
+    def _on_step(self) -> bool:
+        continue_training = super()._on_step()
+        if self.eval_freq > 0 and self.n_calls % self.eval_freq == 0:  # EvalCallback has just evaluated
+            self._log_gap(float(self.last_mean_reward))
+        return continue_training
+
+    def _log_gap(self, mean: float) -> None:
+        assert self.expert_return is not None and self.random_return is not None
+        span = self.expert_return - self.random_return
+        self.logger.record("eval/expert_return", self.expert_return)
+        self.logger.record("eval/random_return", self.random_return)
+        self.logger.record("eval/gap_closed", (mean - self.random_return) / span if span else float("nan"))
+        if self.threshold_crossed_at is None and mean >= self.threshold:
+            self.threshold_crossed_at = self.num_timesteps
+        if self.threshold_crossed_at is not None:
+            self.logger.record("eval/threshold_crossed_at", self.threshold_crossed_at)
+        self.logger.dump(self.num_timesteps)
