@@ -1,0 +1,126 @@
+"""The import direction of sb3ext (docs/architecture.md): every import, at module level or inside a function,
+points down the layers; no cycles; library layers never import rl_zoo3 or the plug-in."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import ROOT
+
+PACKAGE = ROOT / "sb3ext"
+
+#: module prefix -> layer (longest prefix wins)
+LAYERS = {
+    "sb3ext.common": 0,
+    "sb3ext.experts": 1,
+    "sb3ext.envs": 1,
+    "sb3ext.algos": 2,
+    "sb3ext.callbacks": 3,
+    "sb3ext.tuning": 4,
+    "sb3ext.zoo": 5,
+    "sb3ext._hook": 5,
+    "sb3ext.tune": 6,
+    "sb3ext.demo": 6,
+    "sb3ext": 6,  # the package's __init__: lazy attribute access to the public API
+}
+#: the layers that must work without rl_zoo3 installed
+LIBRARY_LAYERS = {0, 1, 2, 3}
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def layer(module: str) -> int:
+    best = max((prefix for prefix in LAYERS if module == prefix or module.startswith(prefix + ".")), key=len)
+    return LAYERS[best]
+
+
+def modules() -> dict[str, Path]:
+    return {module_name(path): path for path in sorted(PACKAGE.rglob("*.py"))}
+
+
+def imports(path: Path, known: set[str], this: str | None = None) -> set[str]:
+    """Every module an import statement of ``path`` names (``from a import b`` counts ``a.b`` if it is a module)."""
+    found: set[str] = set()
+    this = this or module_name(path)
+    package = this if path.name == "__init__.py" else this.rpartition(".")[0]
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join([*anchor, base] if base else anchor)
+            found.add(base)
+            found.update(f"{base}.{alias.name}" for alias in node.names if f"{base}.{alias.name}" in known)
+    return found
+
+
+def graph() -> dict[str, set[str]]:
+    known = set(modules())
+    return {name: {m for m in imports(path, known) if m in known and m != name} for name, path in modules().items()}
+
+
+def test_every_module_has_a_layer() -> None:
+    for name in modules():
+        assert layer(name) is not None
+
+
+def violations(name: str, targets: set[str], known: set[str]) -> list[str]:
+    """The imports of module ``name`` that break the layering."""
+    mine, found = layer(name), []
+    for target in sorted(targets):
+        root = target.split(".")[0]
+        if root == "rl_zoo3" and (mine < 4 or mine in LIBRARY_LAYERS):
+            found.append(f"{name} (layer {mine}) imports {target}: only the tuning layer and above may import rl_zoo3")
+        elif target in ("sb3ext.zoo", "sb3ext._hook") and mine < 5:
+            found.append(f"{name} (layer {mine}) imports the plug-in {target}")
+        elif target in known and layer(target) > mine:
+            found.append(f"{name} (layer {mine}) imports {target} (layer {layer(target)}): imports point down")
+    return found
+
+
+@pytest.mark.parametrize("name", sorted(modules()))
+def test_imports_point_down(name: str) -> None:
+    known = set(modules())
+    assert not violations(name, imports(modules()[name], known), known)
+
+
+def test_no_import_cycles() -> None:
+    edges = graph()
+    state: dict[str, int] = {}
+    path: list[str] = []
+
+    def visit(node: str) -> None:
+        state[node] = 1
+        path.append(node)
+        for target in sorted(edges[node]):
+            if state.get(target) == 1:
+                cycle = path[path.index(target) :] + [target]
+                raise AssertionError("import cycle: " + " -> ".join(cycle))
+            if target not in state:
+                visit(target)
+        path.pop()
+        state[node] = 2
+
+    for node in sorted(edges):
+        if node not in state:
+            visit(node)
+
+
+def test_the_checker_sees_imports_inside_functions(tmp_path: Path) -> None:
+    """Guards the tests above: imports hidden in a function body of a layer-0 module are found and refused."""
+    source = tmp_path / "probe.py"
+    source.write_text("def f():\n    from sb3ext.zoo import register\n    import rl_zoo3.utils\n    from ..algos import rpo\n")
+    known = set(modules())
+    found = imports(source, known, this="sb3ext.common.probe")
+    assert {"sb3ext.zoo", "rl_zoo3.utils", "sb3ext.algos.rpo"} <= found
+    assert len(violations("sb3ext.common.probe", found, known)) == 4  # zoo, rl_zoo3, sb3ext.algos and .rpo
