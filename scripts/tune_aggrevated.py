@@ -69,7 +69,7 @@ def main() -> None:
     with contextlib.ExitStack() as stack:
         storage = args.storage
         if storage is None:
-            from tests import pg_server
+            import pg_server  # scripts/pg_server.py, beside this script
 
             storage = stack.enter_context(pg_server.running_server())
         print(f"storage: {storage.split('@')[-1]}", flush=True)

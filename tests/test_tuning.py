@@ -21,7 +21,7 @@ from optuna.trial import TrialState
 
 from sb3ext import AggreVaTeD, tuning
 from sb3ext.demo import EMBEDDED_EXPERT
-from tests import pg_server
+from scripts import pg_server
 
 # ---------------------------------------------------------------------------------------------------------------
 # samplers and converters
