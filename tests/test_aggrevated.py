@@ -171,7 +171,7 @@ def test_aggregation_window_and_samples_take_effect() -> None:
     assert model._aggregation.capacity == 3 * 16
     assert model.logger.name_to_value["train/aggregated_states"] == 48
     data, _ = model._score_states(th.zeros(7, 3), th.zeros(7, 3))
-    assert data["actions"].shape == (5, 7, 1)
+    assert data.actions.shape == (5, 7, 1)
 
 
 def test_std_floor_holds() -> None:
@@ -201,8 +201,8 @@ def test_per_state_normalization_scales_each_state() -> None:
         "MlpPolicy", env, expert=expert, seed=0, per_state_normalization=False, normalize_advantage=False, **SMALL
     )
     obs = th.zeros(4, 4)
-    assert on._score_states(obs, obs)[0]["advantages"].abs().amax(dim=-1).tolist() == pytest.approx([1.0] * 4)
-    assert off._score_states(obs, obs)[0]["advantages"].abs().amax(dim=-1).min().item() > 4.0
+    assert on._score_states(obs, obs)[0].advantages.abs().amax(dim=-1).tolist() == pytest.approx([1.0] * 4)
+    assert off._score_states(obs, obs)[0].advantages.abs().amax(dim=-1).min().item() > 4.0
 
 
 def test_rl_switch_turns_into_ppo() -> None:
@@ -391,8 +391,8 @@ def test_value_only_advantages_match_hand_computation(lam: float, expected: list
     model.collect_rollouts(model.env, model._init_callback(None), model.rollout_buffer, model.n_steps)
     obs, data, stats = model._value_expert_samples()
     np.testing.assert_allclose(obs.numpy().flatten(), [0, 1, 2, 0, 1, 2])
-    np.testing.assert_allclose(data["advantages"].numpy().flatten(), expected * 2, rtol=1e-6)
-    np.testing.assert_allclose(data["log_prob_old"].numpy().flatten(), model.rollout_buffer.log_probs.flatten())
+    np.testing.assert_allclose(data.advantages.numpy().flatten(), expected * 2, rtol=1e-6)
+    np.testing.assert_allclose(data.log_prob_old.numpy().flatten(), model.rollout_buffer.log_probs.flatten())
     assert stats["learner_steps"].item() == 6
 
 
@@ -416,8 +416,8 @@ def test_value_only_expert_steps_are_left_out() -> None:
     model._setup_learn(16, None)
     model.collect_rollouts(model.env, model._init_callback(None), model.rollout_buffer, model.n_steps)
     obs, data, _ = model._value_expert_samples()
-    executed_by_learner = int((~np.stack(model._transitions["use_expert"])).sum())
-    assert 0 < executed_by_learner < 16 and len(obs) == executed_by_learner == data["advantages"].shape[1]
+    executed_by_learner = int((~model._rollin_record.arrays().use_expert).sum())
+    assert 0 < executed_by_learner < 16 and len(obs) == executed_by_learner == data.advantages.shape[1]
 
 
 def test_real_value_only_expert_trains() -> None:

@@ -15,32 +15,29 @@ from stable_baselines3.common.callbacks import BaseCallback
 from stable_baselines3.common.policies import ActorCriticPolicy, BasePolicy
 from stable_baselines3.common.type_aliases import GymEnv, MaybeCallback, Schedule
 from stable_baselines3.common.utils import explained_variance, obs_as_tensor
-from stable_baselines3.common.vec_env import VecEnv, VecNormalize
+from stable_baselines3.common.vec_env import VecEnv
 from torch.nn import functional as F
 
-from sb3ext.algos.aggrevated.buffers import StateAggregationBuffer
-from sb3ext.algos.aggrevated.policies import CnnPolicy, MlpPolicy
+from sb3ext.algos.aggrevated.buffers import RollInRecord, StateAggregationBuffer
+from sb3ext.algos.aggrevated.estimators import (
+    Estimator,
+    Scores,
+    ValueOnlyEstimator,
+    _QEstimator,
+    expected_advantages,
+    leave_one_out_advantages,
+    make_estimator,
+    surrogate_terms,
+)
+from sb3ext.algos.aggrevated.policies import CnnPolicy, MlpPolicy, distribution_and_values
+from sb3ext.algos.aggrevated.rollin import BetaSchedule, RollIn
+from sb3ext.common.ppo import kl_exceeded
 from sb3ext.common.validation import invalid, unknown_kwargs_message
 from sb3ext.experts import Q_CONTINUOUS, Q_DISCRETE, VALUE_ONLY, Expert, load_expert
 
 SelfAggreVaTeD = TypeVar("SelfAggreVaTeD", bound="AggreVaTeD")
 
-
-def leave_one_out_advantages(q: th.Tensor) -> th.Tensor:
-    """A_k = q_k - mean_{j != k} q_j over the first axis (K action samples per state, K >= 2).
-
-    An unbiased per-state baseline: adding any f(s) to q leaves the result unchanged, and the
-    advantages of each state sum to zero.
-    """
-    k = q.shape[0]
-    if k < 2:
-        raise ValueError("leave-one-out advantages need at least 2 samples per state")
-    return q - (q.sum(dim=0, keepdim=True) - q) / (k - 1)
-
-
-def expected_advantages(q: th.Tensor, probs: th.Tensor) -> th.Tensor:
-    """A(s, a) = Q*(s, a) - sum_b pi_old(b|s) Q*(s, b): the exact per-state baseline for discrete actions."""
-    return q - (probs * q).sum(dim=-1, keepdim=True)
+__all__ = ["AggreVaTeD", "expected_advantages", "leave_one_out_advantages"]
 
 
 class AggreVaTeD(PPO):
@@ -195,8 +192,8 @@ class AggreVaTeD(PPO):
         self.switch_iteration: int | None = None
         self._expert: Expert | None = None
         self._aggregation: StateAggregationBuffer | None = None
-        self._transitions: dict[str, list[np.ndarray]] = {}
-        self._vec_normalize: VecNormalize | None = None
+        self._estimator: Estimator | None = None
+        self._rollin_record = RollInRecord()
         self._last_expert_fraction = 0.0
 
         if _init_setup_model:
@@ -271,6 +268,14 @@ class AggreVaTeD(PPO):
             )
         self._expert = loaded
         self.expert = expert
+        self._estimator = make_estimator(
+            loaded,
+            n_action_samples=int(self.n_action_samples),
+            per_state_normalization=self.per_state_normalization,
+            normalize_advantage=self.normalize_advantage,
+            device=self.device,
+            gae_lambda=float(self.expert_gae_lambda),
+        )
         self._aggregation = StateAggregationBuffer(
             self.aggregation_window,
             self.n_steps * self.n_envs,
@@ -283,16 +288,19 @@ class AggreVaTeD(PPO):
         self._set_expert(expert)
 
     @property
+    def beta_schedule(self) -> BetaSchedule:
+        """The expert's share of the roll-in per imitation iteration (from the saved ``beta_init``, ``beta_decay``)."""
+        return BetaSchedule(float(self.beta_init), float(self.beta_decay), self.switch_iteration)
+
+    @property
     def in_rl_phase(self) -> bool:
         """True once the imitation phase is over (``rl_switch`` reached): training is plain PPO."""
-        return self.switch_iteration is not None and self.imitation_iterations >= self.switch_iteration
+        return self.beta_schedule.switched(self.imitation_iterations)
 
     @property
     def beta(self) -> float:
         """Expert share of the roll-in for the current iteration."""
-        if self.in_rl_phase:
-            return 0.0
-        return float(self.beta_init) * float(self.beta_decay) ** self.imitation_iterations
+        return self.beta_schedule(self.imitation_iterations)
 
     def _excluded_save_params(self) -> list[str]:
         return [
@@ -301,42 +309,11 @@ class AggreVaTeD(PPO):
             "_expert",
             "_aggregation",
             "_mix_rng",
-            "_transitions",
-            "_vec_normalize",
+            "_estimator",
+            "_rollin_record",
         ]
 
     # ------------------------------------------------------------------ roll-in
-    def _original_obs(self, env: VecEnv) -> np.ndarray:
-        """The current observation as the environment emitted it (before the learner's VecNormalize)."""
-        vec_normalize = self._vec_normalize
-        if vec_normalize is not None:
-            return vec_normalize.get_original_obs()  # type: ignore[return-value]
-        return self._last_obs  # type: ignore[return-value]
-
-    def _record_transition(
-        self, expert: Expert, new_obs: Any, rewards: np.ndarray, dones: np.ndarray, infos: list[dict[str, Any]]
-    ) -> None:
-        """Store r, s' and termination of one vectorised step, in the expert's view and reward scale."""
-        vec_normalize = self._vec_normalize
-        if vec_normalize is not None:
-            raw_rewards = np.array(vec_normalize.get_original_reward())
-            next_obs = np.array(vec_normalize.get_original_obs())
-        else:
-            raw_rewards = np.array(rewards)  # a copy: SB3's time-limit bootstrap modifies `rewards` later
-            next_obs = np.array(new_obs)
-        terminated = np.zeros(len(dones), dtype=bool)
-        for idx, done in enumerate(dones):
-            if done:
-                terminated[idx] = not infos[idx].get("TimeLimit.truncated", False)
-                terminal = infos[idx].get("terminal_observation")
-                if terminal is not None:
-                    # VecNormalize normalises the terminal observation too: undo it (exact up to its clipping)
-                    next_obs[idx] = vec_normalize.unnormalize_obs(terminal) if vec_normalize is not None else terminal
-        self._transitions.setdefault("rewards", []).append(expert.normalize_reward(raw_rewards))
-        self._transitions.setdefault("next_expert_obs", []).append(expert.normalize_obs(next_obs))
-        self._transitions.setdefault("terminated", []).append(terminated)
-        self._transitions.setdefault("dones", []).append(np.asarray(dones, dtype=bool))
-
     def collect_rollouts(
         self,
         env: VecEnv,
@@ -359,15 +336,15 @@ class AggreVaTeD(PPO):
         if self.use_sde:
             self.policy.reset_noise(env.num_envs)
 
-        # sb3ext: the expert share of this roll-in, and a count of executed expert actions
+        # sb3ext: the roll-in mixture of this iteration (None in the RL phase)
         beta = self.beta
-        imitating = not self.in_rl_phase
-        expert = self._expert
-        n_expert_actions = 0
+        rollin = None
+        if not self.in_rl_phase and self._expert is not None:
+            assert self._aggregation is not None
+            rollin = RollIn(self._expert, beta, self._mix_rng, self._aggregation, self._rollin_record,
+                            self.get_vec_normalize_env())  # fmt: skip
 
         callback.on_rollout_start()
-        self._transitions = {}
-        self._vec_normalize = self.get_vec_normalize_env()
 
         while n_steps < n_rollout_steps:
             if self.use_sde and self.sde_sample_freq > 0 and n_steps % self.sde_sample_freq == 0:
@@ -386,24 +363,10 @@ class AggreVaTeD(PPO):
             actions = action_tensor.cpu().numpy().reshape((-1, *(self.action_space.shape or ())))
 
             # sb3ext: remember the visited states (learner's and expert's view); mix expert actions in
-            if imitating and expert is not None:
-                assert self._aggregation is not None
-                expert_obs = expert.normalize_obs(self._original_obs(env))
-                if expert.kind != VALUE_ONLY:  # value-only experts use the executed transitions instead
-                    self._aggregation.add(np.asarray(self._last_obs, dtype=np.float32), expert_obs)
-                use_expert = self._mix_rng.random(env.num_envs) < beta
-                if expert.kind == VALUE_ONLY:
-                    self._transitions.setdefault("expert_obs", []).append(expert_obs)
-                    self._transitions.setdefault("use_expert", []).append(use_expert)
-                if use_expert.any():
-                    expert_actions = expert.act(expert_obs)
-                    actions = np.where(
-                        use_expert.reshape(-1, *([1] * (actions.ndim - 1))), expert_actions.reshape(actions.shape), actions
-                    )
-                    # Old log-probs in the buffer always come from the learner, also for executed expert actions
-                    with th.no_grad():
-                        log_probs = distribution.log_prob(th.as_tensor(actions, device=self.device))
-                    n_expert_actions += int(use_expert.sum())
+            if rollin is not None:
+                actions, mixed_log_probs = rollin.act(self._last_obs, actions, distribution, self.device)
+                if mixed_log_probs is not None:
+                    log_probs = mixed_log_probs
 
             # Rescale and perform action
             clipped_actions = actions
@@ -423,8 +386,8 @@ class AggreVaTeD(PPO):
             self.num_timesteps += env.num_envs
 
             # sb3ext: transitions for a value-only expert, as the env emitted them (before any bootstrap)
-            if imitating and expert is not None and expert.kind == VALUE_ONLY:
-                self._record_transition(expert, new_obs, rewards, dones, infos)
+            if rollin is not None:
+                rollin.observe(new_obs, rewards, dones, infos)
 
             # Give access to local variables
             callback.update_locals(locals())
@@ -469,6 +432,7 @@ class AggreVaTeD(PPO):
         rollout_buffer.compute_returns_and_advantage(last_values=values, dones=dones)
 
         # sb3ext: log the roll-in mixture
+        n_expert_actions = rollin.n_expert_actions if rollin is not None else 0
         self._last_expert_fraction = n_expert_actions / max(1, n_rollout_steps * env.num_envs)
         self.logger.record("rollout/beta", beta)
         self.logger.record("rollout/expert_fraction", self._last_expert_fraction)
@@ -491,147 +455,15 @@ class AggreVaTeD(PPO):
         self.logger.record("train/phase", 0)
         self.logger.record("train/imitation_iterations", self.imitation_iterations)
 
-    def _score_states(
-        self, expert_obs: th.Tensor, learner_obs: th.Tensor
-    ) -> tuple[dict[str, th.Tensor], dict[str, th.Tensor]]:
-        """Sample learner actions at the aggregated states and score them with Q* (no gradient).
+    def _score_states(self, expert_obs: th.Tensor, learner_obs: th.Tensor) -> tuple[Scores, dict[str, th.Tensor]]:
+        """Sample learner actions at the given states and score them with Q* (no gradient)."""
+        assert isinstance(self._estimator, _QEstimator)
+        return self._estimator.score(self.policy, expert_obs, learner_obs)
 
-        :return: (tensors for the update: advantages and old probabilities / samples, statistics to log)
-        """
-        assert self._expert is not None
-        expert = self._expert
-        with th.no_grad():
-            distribution = _torch_distribution(self.policy.get_distribution(learner_obs))
-            if isinstance(self.action_space, spaces.Discrete):
-                probs = distribution.probs
-                q = expert.q_all(expert_obs)
-                advantages = expected_advantages(q, probs)
-                per_state = True if self.per_state_normalization is None else self.per_state_normalization
-                expert_q = q.max(dim=-1).values
-                learner_q = (probs * q).sum(dim=-1)
-                stats = {"q_mean": learner_q.mean(), "q_std": learner_q.std(), "q_gap": (expert_q - learner_q).mean()}
-                data = {"probs_old": probs, "q": q}
-            else:
-                actions = distribution.sample((self.n_action_samples,))  # (K, N, act_dim)
-                log_prob_old = distribution.log_prob(actions).sum(dim=-1)
-                q = expert.q_values(expert_obs, actions)  # (K, N)
-                advantages = leave_one_out_advantages(q)
-                per_state = bool(self.per_state_normalization)
-                expert_actions = th.as_tensor(expert.act(expert_obs.cpu().numpy()), device=self.device, dtype=th.float32)
-                expert_q = expert.q_values(expert_obs, expert_actions)
-                stats = {
-                    "q_mean": q.mean(),
-                    "q_std": q.std(),
-                    "q_gap": (expert_q - q.mean(dim=0)).mean(),
-                    "q_twin_spread": expert.q_spread(expert_obs, actions[0]).mean(),
-                }
-                data = {"actions": actions, "log_prob_old": log_prob_old}
-            if per_state:
-                scale_axis = -1 if isinstance(self.action_space, spaces.Discrete) else 0
-                advantages = advantages / (advantages.abs().amax(dim=scale_axis, keepdim=True) + 1e-8)
-            if self.normalize_advantage:
-                advantages = advantages / (advantages.std() + 1e-8)
-        data["advantages"] = advantages
-        return data, stats
-
-    def _value_expert_samples(self) -> tuple[th.Tensor, dict[str, th.Tensor], dict[str, th.Tensor]]:
-        """Learner-executed steps of the latest roll-in with A* = r + gamma V*(s') - V*(s) (lambda-weighted).
-
-        :return: (learner observations, tensors for the update, statistics to log)
-        """
-        assert self._expert is not None
-        expert = self._expert
-        record = {key: np.stack(values) for key, values in self._transitions.items()}  # (n_steps, n_envs, ...)
-        n_steps, n_envs = record["use_expert"].shape
-        with th.no_grad():
-            values = expert.value(th.as_tensor(record["expert_obs"].reshape(n_steps * n_envs, -1), device=self.device))
-            next_values = expert.value(
-                th.as_tensor(record["next_expert_obs"].reshape(n_steps * n_envs, -1), device=self.device)
-            )
-        values_np = values.cpu().numpy().reshape(n_steps, n_envs)
-        next_values_np = next_values.cpu().numpy().reshape(n_steps, n_envs)
-        gamma, lam = expert.gamma, float(self.expert_gae_lambda)
-        deltas = record["rewards"] + gamma * next_values_np * (1.0 - record["terminated"]) - values_np
-        advantages = np.zeros_like(deltas)
-        running = np.zeros(n_envs, dtype=np.float32)
-        for step in reversed(range(n_steps)):
-            running = deltas[step] + gamma * lam * (1.0 - record["dones"][step]) * running
-            advantages[step] = running
-        learner_steps = ~record["use_expert"]
-        buffer = self.rollout_buffer
-        obs = th.as_tensor(buffer.observations[learner_steps], device=self.device)
-        actions = th.as_tensor(buffer.actions[learner_steps], device=self.device)
-        log_prob_old = th.as_tensor(buffer.log_probs[learner_steps], device=self.device)
-        adv = th.as_tensor(advantages[learner_steps], device=self.device, dtype=th.float32)
-        stats = {
-            "expert_value_mean": values.mean(),
-            "expert_advantage_mean": adv.mean() if len(adv) else th.zeros(()),
-            "learner_steps": th.tensor(float(len(adv))),
-        }
-        if self.normalize_advantage and len(adv) > 1:
-            adv = adv / (adv.std() + 1e-8)
-        return obs, {"actions": actions[None], "log_prob_old": log_prob_old[None], "advantages": adv[None]}, stats
-
-    def _forward(self, policy_obs: th.Tensor, value_obs: th.Tensor) -> tuple[Any, th.Tensor]:
-        """The policy's distribution at ``policy_obs`` and its values at ``value_obs``, in one pass of the networks.
-
-        The same computation as SB3's ``evaluate_actions`` on the concatenated batch: one call of the features
-        extractor and of the MLP extractor instead of two of each (these small networks are dispatch-bound).
-        """
-        n_policy = len(policy_obs)
-        features = self.policy.extract_features(th.cat([policy_obs, value_obs]))
-        if self.policy.share_features_extractor:
-            latent_pi, latent_vf = self.policy.mlp_extractor(features)
-        else:
-            pi_features, vf_features = features
-            latent_pi = self.policy.mlp_extractor.forward_actor(pi_features)
-            latent_vf = self.policy.mlp_extractor.forward_critic(vf_features)
-        distribution = self.policy._get_action_dist_from_latent(latent_pi[:n_policy])
-        return distribution, self.policy.value_net(latent_vf[n_policy:]).flatten()
-
-    def _policy_loss(self, data: dict[str, Any], idx: th.Tensor, distribution: Any, clip_range: float) -> dict[str, th.Tensor]:
-        """PPO-clipped surrogate of the AggreVaTeD objective on the scored samples of the states ``idx``."""
-        torch_dist = _torch_distribution(distribution)
-        if "probs_old" in data:  # discrete actions, exact expectation over all actions
-            probs_old = data["probs_old"][idx]
-            advantages = data["advantages"][idx]
-            log_probs = torch_dist.logits.log_softmax(dim=-1)
-            log_probs_old = th.log(probs_old.clamp_min(1e-8))
-            ratio = th.exp(log_probs - log_probs_old)
-            surrogate = th.min(advantages * ratio, advantages * th.clamp(ratio, 1 - clip_range, 1 + clip_range))
-            # Exact expectation over actions under pi_old: sum_a pi_old(a|s) * clipped ratio term
-            policy_loss = -(probs_old * surrogate).sum(dim=-1).mean()
-            clip_fraction = (probs_old * ((ratio - 1).abs() > clip_range).float()).sum(dim=-1).mean()
-            approx_kl = (probs_old * (log_probs_old - log_probs)).sum(dim=-1).mean()
-            bound_penalty = th.zeros((), device=self.device)
-        else:
-            # sampled actions: K fresh samples per state (Q* experts) or the executed one (value-only experts)
-            actions = data["actions"][:, idx]
-            advantages = data["advantages"][:, idx]
-            if isinstance(self.action_space, spaces.Discrete):
-                log_prob = torch_dist.log_prob(actions.long().squeeze(-1))
-            else:
-                log_prob = torch_dist.log_prob(actions).sum(dim=-1)
-            log_ratio = log_prob - data["log_prob_old"][:, idx]
-            ratio = th.exp(log_ratio)
-            policy_loss = -th.min(advantages * ratio, advantages * th.clamp(ratio, 1 - clip_range, 1 + clip_range)).mean()
-            clip_fraction = ((ratio - 1).abs() > clip_range).float().mean()
-            approx_kl = ((ratio - 1) - log_ratio).mean()
-            bound_penalty = th.zeros((), device=self.device)
-            if isinstance(self.action_space, spaces.Box):
-                low = th.as_tensor(self.action_space.low, device=self.device)
-                high = th.as_tensor(self.action_space.high, device=self.device)
-                normalized_mean = 2.0 * (torch_dist.mean - low) / (high - low) - 1.0
-                bound_penalty = (F.relu(normalized_mean.abs() - 1.0) ** 2).sum(dim=-1).mean()
-        entropy = distribution.entropy()
-        entropy_loss = -th.mean(entropy) if entropy is not None else th.zeros((), device=self.device)
-        return {
-            "policy_loss": policy_loss,
-            "bound_penalty": bound_penalty,
-            "entropy_loss": entropy_loss,
-            "clip_fraction": clip_fraction,
-            "approx_kl": approx_kl,
-        }
+    def _value_expert_samples(self) -> tuple[th.Tensor, Scores, dict[str, th.Tensor]]:
+        """Learner-executed steps of the latest roll-in with A* = r + gamma V*(s') - V*(s) (lambda-weighted)."""
+        assert isinstance(self._estimator, ValueOnlyEstimator)
+        return self._estimator.samples(self._rollin_record.arrays(), self.rollout_buffer)
 
     def _gradient_groups(self) -> tuple[list[th.nn.Parameter], list[th.nn.Parameter]]:
         """(actor parameters, value-head parameters) of the policy."""
@@ -656,12 +488,12 @@ class AggreVaTeD(PPO):
         self._update_learning_rate(self.policy.optimizer)
         clip_range = self.clip_range(self._current_progress_remaining)  # type: ignore[operator]
 
-        if self._expert.kind == VALUE_ONLY:
-            learner_obs, data, stats = self._value_expert_samples()
+        estimator = self._estimator
+        if isinstance(estimator, ValueOnlyEstimator):
+            learner_obs, scores, stats = estimator.samples(self._rollin_record.arrays(), self.rollout_buffer)
         else:
-            learner_np, expert_np = self._aggregation.get()
-            learner_obs = th.as_tensor(learner_np, device=self.device)
-            data, stats = self._score_states(th.as_tensor(expert_np, device=self.device), learner_obs)
+            assert isinstance(estimator, _QEstimator)
+            learner_obs, scores, stats = estimator.samples(self.policy, self._aggregation)
         n_states = len(learner_obs)
 
         # Value head: regression on the env's returns of the latest roll-in (kept for the RL phase)
@@ -681,10 +513,10 @@ class AggreVaTeD(PPO):
             for start in range(0, n_states, self.batch_size):
                 idx = permutation[start : start + self.batch_size]
                 value_idx = th.randint(n_rollout, (value_batch,), device=self.device)
-                distribution, values = self._forward(learner_obs[idx], rollout.observations[value_idx])
-                terms = self._policy_loss(data, idx, distribution, clip_range)
+                distribution, values = distribution_and_values(self.policy, learner_obs[idx], rollout.observations[value_idx])
+                terms = surrogate_terms(scores, idx, distribution, clip_range, self.action_space, self.device)
                 value_loss = F.mse_loss(rollout.returns[value_idx], values)
-                if self.target_kl is not None and terms["approx_kl"].item() > 1.5 * self.target_kl:
+                if kl_exceeded(terms["approx_kl"].item(), self.target_kl):
                     continue_training = False
                     if self.verbose >= 1:
                         print(f"Early stopping at epoch {epoch} due to reaching max kl: {terms['approx_kl'].item():.3f}")
@@ -751,14 +583,6 @@ class AggreVaTeD(PPO):
             reset_num_timesteps=reset_num_timesteps,
             progress_bar=progress_bar,
         )
-
-
-def _torch_distribution(distribution: Any) -> Any:
-    """The torch distribution inside an SB3 ``Distribution`` (Normal for Box, Categorical for Discrete)."""
-    inner = distribution.distribution
-    if not isinstance(inner, (th.distributions.Normal, th.distributions.Categorical)):
-        raise TypeError(f"AggreVaTeD needs a Gaussian or categorical policy, got {type(inner).__name__}")
-    return inner
 
 
 _NO_EXPERT_MESSAGE = (

@@ -1,0 +1,130 @@
+"""The roll-in: which of the expert and the learner acts at each step, and what is kept of the visited states.
+
+* :class:`BetaSchedule`: the expert's share ``beta_n = beta_init * beta_decay ** n`` of imitation iteration n
+  (0 once the switch to RL has happened); the model for the schedule classes of SB3's ``utils``.
+* :class:`RollIn`: one roll-in of the mixture ``beta * expert + (1 - beta) * learner``; called by the
+  algorithm's ``collect_rollouts`` at each vectorised step (the executed action only decides which states are
+  visited; the learner's distribution gives every executed action its log-probability).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch as th
+from stable_baselines3.common.vec_env import VecNormalize
+
+from sb3ext.algos.aggrevated.buffers import RollInRecord, StateAggregationBuffer
+from sb3ext.experts import VALUE_ONLY, Expert
+
+
+@dataclass(frozen=True)
+class BetaSchedule:
+    """Expert share of the roll-in at imitation iteration n: ``initial * decay ** n``, 0 from ``switch_iteration`` on.
+
+    :param initial: ``beta_init`` in [0, 1]
+    :param decay: ``beta_decay`` in [0, 1]
+    :param switch_iteration: the imitation iteration at which training turns into RL (None: never)
+    """
+
+    initial: float
+    decay: float
+    switch_iteration: int | None = None
+
+    def switched(self, iteration: int) -> bool:
+        return self.switch_iteration is not None and iteration >= self.switch_iteration
+
+    def __call__(self, iteration: int) -> float:
+        if self.switched(iteration):
+            return 0.0
+        return float(self.initial) * float(self.decay) ** iteration
+
+
+class RollIn:
+    """One roll-in of the expert/learner mixture.
+
+    :param expert: the expert
+    :param beta: the expert's share of this roll-in
+    :param rng: draws who acts (the algorithm's seeded generator)
+    :param aggregation: the aggregated states (Q* experts: every visited state is added)
+    :param record: the transitions of this roll-in (value-only experts), reset here
+    :param vec_normalize: the learner's ``VecNormalize``, undone before the expert sees an observation
+    """
+
+    def __init__(
+        self,
+        expert: Expert,
+        beta: float,
+        rng: np.random.Generator,
+        aggregation: StateAggregationBuffer,
+        record: RollInRecord,
+        vec_normalize: VecNormalize | None,
+    ):
+        self.expert = expert
+        self.beta = beta
+        self.rng = rng
+        self.aggregation = aggregation
+        self.record = record
+        self.vec_normalize = vec_normalize
+        self.n_expert_actions = 0
+        record.reset()
+
+    def original_obs(self, last_obs: Any) -> np.ndarray:
+        """The current observation as the environment emitted it (before the learner's VecNormalize)."""
+        if self.vec_normalize is not None:
+            return self.vec_normalize.get_original_obs()  # type: ignore[return-value]
+        return last_obs  # type: ignore[no-any-return]
+
+    def act(
+        self, last_obs: Any, actions: np.ndarray, distribution: Any, device: th.device
+    ) -> tuple[np.ndarray, th.Tensor | None]:
+        """Keep the visited states and let the expert act where the draw says so.
+
+        :param actions: the learner's sampled actions
+        :param distribution: the learner's distribution at ``last_obs``
+        :return: (executed actions, their learner log-probs if any expert action was executed, else None)
+        """
+        expert = self.expert
+        expert_obs = expert.normalize_obs(self.original_obs(last_obs))
+        if expert.kind != VALUE_ONLY:  # value-only experts use the executed transitions instead
+            self.aggregation.add(np.asarray(last_obs, dtype=np.float32), expert_obs)
+        use_expert = self.rng.random(len(expert_obs)) < self.beta
+        if expert.kind == VALUE_ONLY:
+            self.record.add_state(expert_obs, use_expert)
+        if not use_expert.any():
+            return actions, None
+        expert_actions = expert.act(expert_obs)
+        actions = np.where(use_expert.reshape(-1, *([1] * (actions.ndim - 1))), expert_actions.reshape(actions.shape), actions)
+        # Old log-probs in the buffer always come from the learner, also for executed expert actions
+        with th.no_grad():
+            log_probs = distribution.log_prob(th.as_tensor(actions, device=device))
+        self.n_expert_actions += int(use_expert.sum())
+        return actions, log_probs
+
+    def observe(self, new_obs: Any, rewards: np.ndarray, dones: np.ndarray, infos: list[dict[str, Any]]) -> None:
+        """Store r, s' and termination of one vectorised step, in the expert's view and reward scale (value-only)."""
+        if self.expert.kind != VALUE_ONLY:
+            return
+        vec_normalize = self.vec_normalize
+        if vec_normalize is not None:
+            raw_rewards = np.array(vec_normalize.get_original_reward())
+            next_obs = np.array(vec_normalize.get_original_obs())
+        else:
+            raw_rewards = np.array(rewards)  # a copy: SB3's time-limit bootstrap modifies `rewards` later
+            next_obs = np.array(new_obs)
+        terminated = np.zeros(len(dones), dtype=bool)
+        for idx, done in enumerate(dones):
+            if done:
+                terminated[idx] = not infos[idx].get("TimeLimit.truncated", False)
+                terminal = infos[idx].get("terminal_observation")
+                if terminal is not None:
+                    # VecNormalize normalises the terminal observation too: undo it (exact up to its clipping)
+                    next_obs[idx] = vec_normalize.unnormalize_obs(terminal) if vec_normalize is not None else terminal
+        self.record.add_step(
+            self.expert.normalize_reward(raw_rewards),
+            self.expert.normalize_obs(next_obs),
+            terminated,
+            np.asarray(dones, dtype=bool),
+        )
