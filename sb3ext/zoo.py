@@ -24,7 +24,7 @@ from typing import Any
 
 from sb3ext.common.resources import hyperparams_path
 
-#: zoo key -> "module:ClassName"; the zoo key is the algorithm's module name (STYLE.md).
+#: zoo key -> "module:ClassName"; the zoo key is the algorithm's module name (docs/architecture.md).
 ALGORITHMS: dict[str, str] = {
     "aggrevated": "sb3ext.algos.aggrevated:AggreVaTeD",
     "ppo_kl": "sb3ext.algos.ppo_kl:KLPPO",

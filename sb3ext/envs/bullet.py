@@ -56,6 +56,13 @@ class BulletSim:
         self.client.setTimeStep(timestep)
         self.client.setGravity(0.0, 0.0, gravity)
         self._closed = False
+        # hot path: bound pybullet calls (this client's id already applied by BulletClient)
+        self._get_joint_states = self.client.getJointStates
+        self._get_base_pose = self.client.getBasePositionAndOrientation
+        self._get_base_velocity = self.client.getBaseVelocity
+        self._set_motors = self.client.setJointMotorControlArray
+        self._step_simulation = self.client.stepSimulation
+        self._torque_control = pybullet.TORQUE_CONTROL
 
     @property
     def id(self) -> int:
@@ -77,6 +84,43 @@ class BulletSim:
 
     def reset_joint(self, body: int, joint: int, position: float, velocity: float = 0.0) -> None:
         self.client.resetJointState(body, joint, position, velocity)
+
+    def set_color(self, body: int, link: int, rgba: tuple[float, float, float, float]) -> None:
+        self.client.changeVisualShape(body, link, rgbaColor=list(rgba))
+
+    def set_dynamics(self, body: int, link: int, **dynamics: float) -> None:
+        """``changeDynamics`` (lateralFriction, rollingFriction, restitution, ...)."""
+        self.client.changeDynamics(body, link, **dynamics)
+
+    def reset_base(
+        self, body: int, position: tuple[float, float, float], velocity: tuple[float, float, float] = (0.0, 0.0, 0.0)
+    ) -> None:
+        """Put a free body at ``position`` (unrotated) with linear ``velocity`` and no spin."""
+        self.client.resetBasePositionAndOrientation(body, position, (0, 0, 0, 1))
+        self.client.resetBaseVelocity(body, velocity, (0.0, 0.0, 0.0))
+
+    def step_simulation(self) -> None:
+        self._step_simulation()
+
+    def step_with_torques(self, body: int, joints: list[int], torques: list[float], substeps: int) -> None:
+        """Apply the joint torques (forces for prismatic joints) and advance ``substeps`` physics steps.
+
+        The hot path of every env step: the pybullet functions are bound once (``BulletClient`` builds a
+        partial on every attribute access).
+        """
+        for _ in range(substeps):
+            self._set_motors(body, joints, self._torque_control, forces=torques)
+            self._step_simulation()
+
+    def joint_states(self, body: int, joints: list[int]) -> list[tuple[float, float]]:
+        """(position, velocity) of each joint."""
+        return [(state[0], state[1]) for state in self._get_joint_states(body, joints)]
+
+    def base_state(self, body: int) -> tuple[tuple[float, float, float], tuple[float, float, float]]:
+        """(position, linear velocity) of a free body."""
+        position, _ = self._get_base_pose(body)
+        velocity, _ = self._get_base_velocity(body)
+        return position, velocity
 
     def render(
         self,

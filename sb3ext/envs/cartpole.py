@@ -54,15 +54,10 @@ class BulletCartPoleEnv(BulletEnv):
         self.joints = [self.sim.joint_index(self.body, "slider"), self.sim.joint_index(self.body, "hinge")]
         self.sim.free_joints(self.body, self.joints)
         if obs_type == "pixels":  # contrast for the grayscale observation: a dark pole on the white background
-            self.sim.client.changeVisualShape(self.body, self.joints[1], rgbaColor=[0.1, 0.1, 0.1, 1.0])
-        # hot path: bound pybullet calls (this client's id already applied by BulletClient)
-        self._get_joint_states = self.sim.client.getJointStates
-        self._set_forces = self.sim.client.setJointMotorControlArray
-        self._step_simulation = self.sim.client.stepSimulation
-        self._torque_control = self.sim.p.TORQUE_CONTROL
+            self.sim.set_color(self.body, self.joints[1], (0.1, 0.1, 0.1, 1.0))
 
     def _state(self) -> np.ndarray:
-        (x, x_dot, *_), (theta, theta_dot, *_) = self._get_joint_states(self.body, self.joints)
+        (x, x_dot), (theta, theta_dot) = self.sim.joint_states(self.body, self.joints)
         return np.array((x, x_dot, theta, theta_dot), dtype=np.float32)
 
     def _camera(self, width: int, height: int) -> np.ndarray:
@@ -85,10 +80,7 @@ class BulletCartPoleEnv(BulletEnv):
             if action not in (0, 1):  # ints and numpy integers of either value
                 raise ValueError(f"invalid action {action!r} for {self.action_space}")
             force = self.max_force if action == 1 else -self.max_force
-        forces = [force, 0.0]
-        for _ in range(self.FRAME_SKIP):
-            self._set_forces(self.body, self.joints, self._torque_control, forces=forces)
-            self._step_simulation()
+        self.sim.step_with_torques(self.body, self.joints, [force, 0.0], self.FRAME_SKIP)
         state = self._state()
         terminated = abs(state[0]) > self.X_LIMIT or abs(state[2]) > self.THETA_LIMIT
         return self._observation(state), 1.0, bool(terminated), False, {}

@@ -60,22 +60,13 @@ class BulletBallPlateEnv(BulletEnv):
         self.ball = self.sim.load_urdf("ball.urdf", position=(0.0, 0.0, self.SURFACE_Z + self.BALL_RADIUS))
         self.joints = [self.sim.joint_index(self.plate, "tilt_x"), self.sim.joint_index(self.plate, "tilt_y")]
         self.sim.free_joints(self.plate, self.joints)
-        client = self.sim.client
         plate_link = self.sim.joint_index(self.plate, "tilt_y")  # the plate is the child link of tilt_y
         for body, link in ((self.plate, plate_link), (self.ball, -1)):
-            client.changeDynamics(body, link, lateralFriction=0.8, rollingFriction=0.0, spinningFriction=0.0, restitution=0.0)
-        # hot path: bound pybullet calls (this client's id already applied by BulletClient)
-        self._get_joint_states = client.getJointStates
-        self._get_ball_pose = client.getBasePositionAndOrientation
-        self._get_ball_velocity = client.getBaseVelocity
-        self._set_torques = client.setJointMotorControlArray
-        self._step_simulation = client.stepSimulation
-        self._torque_control = self.sim.p.TORQUE_CONTROL
+            self.sim.set_dynamics(body, link, lateralFriction=0.8, rollingFriction=0.0, spinningFriction=0.0, restitution=0.0)
 
     def _state(self) -> tuple[np.ndarray, float]:
-        (ax, vx, *_), (ay, vy, *_) = self._get_joint_states(self.plate, self.joints)
-        (bx, by, bz), _ = self._get_ball_pose(self.ball)
-        (bvx, bvy, _), _ = self._get_ball_velocity(self.ball)
+        (ax, vx), (ay, vy) = self.sim.joint_states(self.plate, self.joints)
+        (bx, by, bz), (bvx, bvy, _) = self.sim.base_state(self.ball)
         return np.array((ax, ay, vx, vy, bx, by, bvx, bvy), dtype=np.float32), bz
 
     def _camera(self, width: int, height: int) -> np.ndarray:
@@ -88,10 +79,8 @@ class BulletBallPlateEnv(BulletEnv):
             self.sim.reset_joint(self.plate, joint, float(angle), 0.0)
         x, y = rng.uniform(-0.1, 0.1, size=2)
         vx, vy = rng.uniform(-0.05, 0.05, size=2)
-        client = self.sim.client
-        client.resetBasePositionAndOrientation(self.ball, (x, y, self.SURFACE_Z + self.BALL_RADIUS + 0.002), (0, 0, 0, 1))
-        client.resetBaseVelocity(self.ball, (vx, vy, 0.0), (0.0, 0.0, 0.0))
-        self._step_simulation()  # let the ball settle onto the plate
+        self.sim.reset_base(self.ball, (x, y, self.SURFACE_Z + self.BALL_RADIUS + 0.002), (vx, vy, 0.0))
+        self.sim.step_simulation()  # let the ball settle onto the plate
         state, _ = self._state()
         return self._observation(state), {}
 
@@ -106,9 +95,7 @@ class BulletBallPlateEnv(BulletEnv):
 
     def step(self, action: Any) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
         torques = self._torques(action)
-        for _ in range(self.FRAME_SKIP):
-            self._set_torques(self.plate, self.joints, self._torque_control, forces=torques)
-            self._step_simulation()
+        self.sim.step_with_torques(self.plate, self.joints, torques, self.FRAME_SKIP)
         state, ball_z = self._state()
         x, y = float(state[4]), float(state[5])
         off = abs(x) > self.HALF_SIZE or abs(y) > self.HALF_SIZE or ball_z < self.SURFACE_Z - 0.05
