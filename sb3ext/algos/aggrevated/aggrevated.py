@@ -31,7 +31,7 @@ from sb3ext.algos.aggrevated.estimators import (
 )
 from sb3ext.algos.aggrevated.policies import CnnPolicy, MlpPolicy, distribution_and_values
 from sb3ext.algos.aggrevated.rollin import BetaSchedule, RollIn
-from sb3ext.common.ppo import kl_exceeded
+from sb3ext.common.ppo import actor_critic_parameters, kl_exceeded
 from sb3ext.common.validation import invalid, unknown_kwargs_message
 from sb3ext.experts import Q_CONTINUOUS, Q_DISCRETE, VALUE_ONLY, Expert, load_expert
 
@@ -175,7 +175,6 @@ class AggreVaTeD(PPO):
                 device=device,
                 _init_setup_model=False,
             )
-        self.supported_action_spaces = (spaces.Box, spaces.Discrete)
         self.expert = expert
         self.beta_init = beta_init
         self.beta_decay = beta_decay
@@ -465,14 +464,6 @@ class AggreVaTeD(PPO):
         assert isinstance(self._estimator, ValueOnlyEstimator)
         return self._estimator.samples(self._rollin_record.arrays(), self.rollout_buffer)
 
-    def _gradient_groups(self) -> tuple[list[th.nn.Parameter], list[th.nn.Parameter]]:
-        """(actor parameters, value-head parameters) of the policy."""
-        value: list[th.nn.Parameter] = []
-        actor: list[th.nn.Parameter] = []
-        for name, param in self.policy.named_parameters():
-            (value if "value_net" in name else actor).append(param)
-        return actor, value
-
     def _log_std_floor(self) -> th.Tensor | None:
         """log(min_std * half action range) for the policy's state-independent log-std, if it has one."""
         log_std = getattr(self.policy, "log_std", None)
@@ -505,7 +496,7 @@ class AggreVaTeD(PPO):
             k: [] for k in ("policy_loss", "bound_penalty", "entropy_loss", "clip_fraction", "approx_kl")
         }
         value_losses: list[th.Tensor] = []
-        gradient_groups = self._gradient_groups()
+        gradient_groups = actor_critic_parameters(self.policy)
         log_std_floor = self._log_std_floor()
         continue_training = True
         for epoch in range(self.n_epochs):

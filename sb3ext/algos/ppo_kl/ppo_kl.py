@@ -7,7 +7,7 @@ from typing import Any, ClassVar, TypeVar
 import numpy as np
 import torch as th
 from gymnasium import spaces
-from stable_baselines3 import PPO
+from stable_baselines3.common.on_policy_algorithm import OnPolicyAlgorithm
 from stable_baselines3.common.policies import ActorCriticPolicy, BasePolicy
 from stable_baselines3.common.type_aliases import GymEnv, MaybeCallback, Schedule
 from stable_baselines3.common.utils import FloatSchedule, explained_variance
@@ -16,6 +16,7 @@ from torch.nn import functional as F
 from sb3ext.algos.ppo_kl.buffers import DistributionRolloutBuffer
 from sb3ext.algos.ppo_kl.distributions import kl_from_params
 from sb3ext.algos.ppo_kl.policies import CnnPolicy, MlpPolicy
+from sb3ext.common.ppo import approx_kl, clip_fraction, clipped_surrogate, kl_exceeded
 from sb3ext.common.validation import invalid, unknown_kwargs_message
 
 SelfKLPPO = TypeVar("SelfKLPPO", bound="KLPPO")
@@ -31,7 +32,7 @@ def adapt_kl_coef(kl_coef: float, kl: float, kl_target: float, tolerance: float 
     return kl_coef
 
 
-class KLPPO(PPO):
+class KLPPO(OnPolicyAlgorithm):
     """
     PPO with an adaptive KL penalty (PPO paper, section 4).
 
@@ -46,6 +47,11 @@ class KLPPO(PPO):
     then stays 0) and a ``clip_range`` this is exactly stock PPO.
 
     Paper: https://arxiv.org/abs/1707.06347
+
+    KLPPO subclasses ``OnPolicyAlgorithm`` and owns its ``train()``, as sb3-contrib's TRPO does: its update
+    differs from PPO's in the loss (optional clipping, the KL term) and after the epochs (the beta rule), so
+    subclassing ``PPO`` would mean replacing ``train()`` anyway while working around PPO's constructor
+    (which requires a clip range). The loss pieces it shares with PPO are ``sb3ext.common.ppo``'s.
 
     :param policy: The policy model to use (MlpPolicy, CnnPolicy, ...)
     :param env: The environment to learn from (if registered in Gym, can be str)
@@ -117,18 +123,14 @@ class KLPPO(PPO):
             env,
             learning_rate=learning_rate,
             n_steps=n_steps,
-            batch_size=batch_size,
-            n_epochs=n_epochs,
             gamma=gamma,
             gae_lambda=gae_lambda,
-            clip_range=0.2,  # replaced below: PPO's constructor expects a number
-            clip_range_vf=clip_range_vf,
-            normalize_advantage=normalize_advantage,
             ent_coef=ent_coef,
             vf_coef=vf_coef,
             max_grad_norm=max_grad_norm,
+            use_sde=False,
+            sde_sample_freq=-1,
             rollout_buffer_class=DistributionRolloutBuffer,
-            target_kl=target_kl,
             stats_window_size=stats_window_size,
             tensorboard_log=tensorboard_log,
             policy_kwargs=policy_kwargs,
@@ -136,8 +138,14 @@ class KLPPO(PPO):
             seed=seed,
             device=device,
             _init_setup_model=False,
+            supported_action_spaces=(spaces.Box, spaces.Discrete, spaces.MultiDiscrete, spaces.MultiBinary),
         )
+        self.batch_size = batch_size
+        self.n_epochs = n_epochs
         self.clip_range = clip_range  # type: ignore[assignment]
+        self.clip_range_vf = clip_range_vf  # type: ignore[assignment]
+        self.normalize_advantage = normalize_advantage
+        self.target_kl = target_kl
         self.kl_coef = kl_coef
         self.kl_target = kl_target
         self.kl_tolerance = kl_tolerance
@@ -170,14 +178,16 @@ class KLPPO(PPO):
                 raise invalid("KLPPO", name, value, "kl_coef >= 0, kl_target > 0, kl_tolerance > 1, kl_factor > 1")
         if isinstance(self.observation_space, spaces.Dict):
             raise invalid("KLPPO", "observation_space", self.observation_space, "Box, Discrete, ... (no Dict)")
-        if self.use_sde:
-            raise invalid("KLPPO", "use_sde", self.use_sde, "False (no analytic KL for gSDE)")
-        clip_range = self.clip_range
-        self.clip_range = 0.2  # type: ignore[assignment]
+        if int(self.batch_size) != self.batch_size or self.batch_size < (2 if self.normalize_advantage else 1):
+            raise invalid("KLPPO", "batch_size", self.batch_size, "an integer >= 2 (>= 1 without normalize_advantage)")
         super()._setup_model()
-        self.clip_range = None if clip_range is None else FloatSchedule(clip_range)  # type: ignore[assignment]
+        if self.clip_range is not None:
+            self.clip_range = FloatSchedule(self.clip_range)  # type: ignore[assignment]
+        if self.clip_range_vf is not None:
+            if isinstance(self.clip_range_vf, (float, int)) and self.clip_range_vf <= 0:
+                raise invalid("KLPPO", "clip_range_vf", self.clip_range_vf, "None or a positive number")
+            self.clip_range_vf = FloatSchedule(self.clip_range_vf)  # type: ignore[assignment]
 
-    # Copied from stable_baselines3 2.9.2 ppo/ppo.py::PPO.train; changes are marked `# sb3ext:`.
     def train(self) -> None:
         """
         Update policy using the currently gathered rollout buffer.
@@ -186,10 +196,9 @@ class KLPPO(PPO):
         self.policy.set_training_mode(True)
         # Update optimizer learning rate
         self._update_learning_rate(self.policy.optimizer)
-        # sb3ext: parameters of the distribution that collected the rollout (the policy is unchanged since)
+        # Parameters of the distribution that collected the rollout (the policy is unchanged since)
         self.rollout_buffer.store_distributions(self.policy)
-        # Compute current clip range
-        # sb3ext: clipping is optional
+        # Clipping is optional
         clip_range = None if self.clip_range is None else self.clip_range(self._current_progress_remaining)  # type: ignore[operator]
         # Optional: clip range for the value function
         if self.clip_range_vf is not None:
@@ -198,7 +207,7 @@ class KLPPO(PPO):
         entropy_losses = []
         pg_losses, value_losses = [], []
         clip_fractions = []
-        kl_penalties = []  # sb3ext
+        kl_penalties = []
 
         continue_training = True
         # train for n_epochs epochs
@@ -212,7 +221,7 @@ class KLPPO(PPO):
                     actions = rollout_data.actions.long().flatten()
 
                 values, log_prob, entropy = self.policy.evaluate_actions(rollout_data.observations, actions)
-                # sb3ext: the distribution evaluate_actions just built (SB3's policies fill and return their
+                # The distribution evaluate_actions just built (SB3's policies fill and return their
                 # one `action_dist` object), for the analytic KL
                 distribution = self.policy.action_dist
                 values = values.flatten()
@@ -225,17 +234,15 @@ class KLPPO(PPO):
                 # ratio between old and new policy, should be one at the first iteration
                 ratio = th.exp(log_prob - rollout_data.old_log_prob)
 
-                # clipped surrogate loss
-                policy_loss_1 = advantages * ratio
-                if clip_range is None:  # sb3ext: the paper's section 4 surrogate
-                    policy_loss = -policy_loss_1.mean()
-                    clip_fraction = 0.0
+                # The surrogate: the paper's section 4 (unclipped) or PPO's clipped one (section 3)
+                if clip_range is None:
+                    policy_loss = -(advantages * ratio).mean()
+                    fraction = 0.0
                 else:
-                    policy_loss_2 = advantages * th.clamp(ratio, 1 - clip_range, 1 + clip_range)
-                    policy_loss = -th.min(policy_loss_1, policy_loss_2).mean()
-                    clip_fraction = th.mean((th.abs(ratio - 1) > clip_range).float()).item()
+                    policy_loss = -clipped_surrogate(advantages, ratio, clip_range).mean()
+                    fraction = clip_fraction(ratio, clip_range).item()
 
-                # sb3ext: adaptive KL penalty (section 4); a zero coefficient adds nothing
+                # Adaptive KL penalty (section 4); a zero coefficient adds nothing
                 if self.kl_coef > 0:
                     kl_penalty = kl_from_params(rollout_data.old_distribution_params, distribution).mean()
                     policy_loss = policy_loss + self.kl_coef * kl_penalty
@@ -243,7 +250,7 @@ class KLPPO(PPO):
 
                 # Logging
                 pg_losses.append(policy_loss.item())
-                clip_fractions.append(clip_fraction)
+                clip_fractions.append(fraction)
 
                 if self.clip_range_vf is None:
                     # No clipping
@@ -269,16 +276,12 @@ class KLPPO(PPO):
 
                 loss = policy_loss + self.ent_coef * entropy_loss + self.vf_coef * value_loss
 
-                # Calculate approximate form of reverse KL Divergence for early stopping
-                # see issue #417: https://github.com/DLR-RM/stable-baselines3/issues/417
-                # and discussion in PR #419: https://github.com/DLR-RM/stable-baselines3/pull/419
-                # and Schulman blog: http://joschu.net/blog/kl-approx.html
+                # Approximate KL for the optional early stop (SB3's target_kl)
                 with th.no_grad():
-                    log_ratio = log_prob - rollout_data.old_log_prob
-                    approx_kl_div = th.mean((th.exp(log_ratio) - 1) - log_ratio).cpu().numpy()
+                    approx_kl_div = approx_kl(log_prob - rollout_data.old_log_prob).cpu().numpy()
                     approx_kl_divs.append(approx_kl_div)
 
-                if self.target_kl is not None and approx_kl_div > 1.5 * self.target_kl:
+                if kl_exceeded(float(approx_kl_div), self.target_kl):
                     continue_training = False
                     if self.verbose >= 1:
                         print(f"Early stopping at step {epoch} due to reaching max kl: {approx_kl_div:.2f}")
@@ -297,7 +300,7 @@ class KLPPO(PPO):
 
         explained_var = explained_variance(self.rollout_buffer.values.flatten(), self.rollout_buffer.returns.flatten())
 
-        # sb3ext: d = E[KL(old || new)] over the rollout with the updated policy, then the paper's beta rule
+        # d = E[KL(old || new)] over the rollout with the updated policy, then the paper's beta rule
         kl = self._rollout_kl()
         kl_coef_used = self.kl_coef
         self.kl_coef = adapt_kl_coef(self.kl_coef, kl, self.kl_target, self.kl_tolerance, self.kl_factor)
@@ -314,11 +317,11 @@ class KLPPO(PPO):
             self.logger.record("train/std", th.exp(self.policy.log_std).mean().item())
 
         self.logger.record("train/n_updates", self._n_updates, exclude="tensorboard")
-        if clip_range is not None:  # sb3ext
+        if clip_range is not None:
             self.logger.record("train/clip_range", clip_range)
         if self.clip_range_vf is not None:
             self.logger.record("train/clip_range_vf", clip_range_vf)
-        # sb3ext: the KL penalty
+        # The KL penalty
         self.logger.record("train/kl", kl)
         self.logger.record("train/kl_coef", kl_coef_used)
         if kl_penalties:

@@ -14,6 +14,7 @@ from stable_baselines3.common.utils import FloatSchedule, explained_variance, up
 from torch.nn import functional as F
 
 from sb3ext.algos.ppo_tanh.policies import CnnPolicy, MlpPolicy, TanhActorCriticPolicy
+from sb3ext.common.ppo import actor_critic_parameters, approx_kl, clip_fraction, clipped_surrogate, kl_exceeded
 from sb3ext.common.validation import invalid, unknown_kwargs_message
 
 SelfTanhPPO = TypeVar("SelfTanhPPO", bound="TanhPPO")
@@ -123,8 +124,6 @@ class TanhPPO(PPO):
         epochs = self.critic_n_epochs
         if epochs is not None and (int(epochs) != epochs or epochs < 1):
             raise invalid("TanhPPO", "critic_n_epochs", self.critic_n_epochs, "None or an integer >= 1")
-        if self.use_sde:
-            raise invalid("TanhPPO", "use_sde", self.use_sde, "False")
         super()._setup_model()
         if not isinstance(self.policy, TanhActorCriticPolicy):
             raise invalid("TanhPPO", "policy", type(self.policy).__name__, "MlpPolicy, CnnPolicy or a TanhActorCriticPolicy")
@@ -148,6 +147,7 @@ class TanhPPO(PPO):
 
         entropy_losses, pg_losses, value_losses, clip_fractions, approx_kl_divs, stds = [], [], [], [], [], []
         actor_active, actor_epochs_done = True, 0
+        actor_params, critic_params = actor_critic_parameters(self.policy)
         for epoch in range(max(actor_epochs, critic_epochs)):
             train_actor = actor_active and epoch < actor_epochs
             train_critic = epoch < critic_epochs
@@ -162,26 +162,23 @@ class TanhPPO(PPO):
                     if self.normalize_advantage and len(advantages) > 1:
                         advantages = (advantages - advantages.mean()) / (advantages.std() + 1e-8)
                     ratio = th.exp(log_prob - rollout_data.old_log_prob)
-                    policy_loss_1 = advantages * ratio
-                    policy_loss_2 = advantages * th.clamp(ratio, 1 - clip_range, 1 + clip_range)
-                    policy_loss = -th.min(policy_loss_1, policy_loss_2).mean()
+                    policy_loss = -clipped_surrogate(advantages, ratio, clip_range).mean()
                     entropy_loss = -distribution.entropy().mean()  # the one-sample estimate (no closed form)
                     with th.no_grad():
-                        log_ratio = log_prob - rollout_data.old_log_prob
-                        approx_kl_div = th.mean((th.exp(log_ratio) - 1) - log_ratio).item()
+                        approx_kl_div = approx_kl(log_prob - rollout_data.old_log_prob).item()
                     pg_losses.append(policy_loss.item())
                     entropy_losses.append(entropy_loss.item())
-                    clip_fractions.append(th.mean((th.abs(ratio - 1) > clip_range).float()).item())
+                    clip_fractions.append(clip_fraction(ratio, clip_range).item())
                     approx_kl_divs.append(approx_kl_div)
                     stds.append(distribution.std.mean().item())
-                    if self.target_kl is not None and approx_kl_div > 1.5 * self.target_kl:
+                    if kl_exceeded(approx_kl_div, self.target_kl):
                         actor_active = train_actor = False  # the critic keeps training
                         if self.verbose >= 1:
                             print(f"Early stopping of the actor at epoch {epoch} due to reaching max kl: {approx_kl_div:.2f}")
                     else:
                         self.policy.optimizer.zero_grad()
                         (policy_loss + self.ent_coef * entropy_loss).backward()
-                        th.nn.utils.clip_grad_norm_(self.policy.actor_parameters(), self.max_grad_norm)
+                        th.nn.utils.clip_grad_norm_(actor_params, self.max_grad_norm)
                         self.policy.optimizer.step()
                 if train_critic:
                     values = self.policy.predict_values(observations).flatten()
@@ -192,7 +189,7 @@ class TanhPPO(PPO):
                     value_losses.append(value_loss.item())
                     self.policy.critic_optimizer.zero_grad()
                     value_loss.backward()
-                    th.nn.utils.clip_grad_norm_(self.policy.critic_parameters(), self.max_grad_norm)
+                    th.nn.utils.clip_grad_norm_(critic_params, self.max_grad_norm)
                     self.policy.critic_optimizer.step()
             if train_actor:
                 actor_epochs_done += 1

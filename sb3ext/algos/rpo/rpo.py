@@ -109,8 +109,6 @@ class RPO(PPO):
             raise invalid("RPO", "rpo_alpha", self.rpo_alpha, "a number >= 0")
         if "rpo_alpha" in self.policy_kwargs:
             raise invalid("RPO", "policy_kwargs['rpo_alpha']", self.policy_kwargs["rpo_alpha"], "RPO(rpo_alpha=...) instead")
-        if self.use_sde:
-            raise invalid("RPO", "use_sde", self.use_sde, "False (RPO perturbs the mean of a diagonal Gaussian)")
         super()._setup_model()
         if not isinstance(self.policy, RPOMixin):
             raise invalid("RPO", "policy", type(self.policy).__name__, "MlpPolicy, CnnPolicy, MultiInputPolicy or an RPOMixin")
