@@ -32,6 +32,8 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from sb3ext.experts.references import PENDULUM_EXPERT, shipped_expert  # noqa: E402 - after the path line
+
 
 def run(args: list[str], cwd: Path, log: Path) -> None:
     with open(log, "w") as out:
@@ -47,7 +49,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--env", default="Pendulum-v1")
     parser.add_argument(
-        "--expert", type=Path, default=ROOT / "sb3ext" / "experts" / "sac" / "Pendulum-v1_1"
+        "--expert", type=Path, default=shipped_expert(PENDULUM_EXPERT)
     )  # the shipped PENDULUM_EXPERT
     parser.add_argument("--storage", default=None, help="database URL (default: a throw-away local PostgreSQL server)")
     parser.add_argument("--workers", type=int, default=2)
