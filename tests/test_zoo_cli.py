@@ -391,3 +391,24 @@ def test_envs_from_the_wheel_with_stock_ppo(wheel_venv: FreshVenv, tmp_path: Pat
         "-n", "50", cwd=tmp_path,
     )  # fmt: skip
     assert list((tmp_path / "logs" / "ppo" / "sb3ext-CartPole-v0_1" / "videos").glob("*.mp4"))
+
+
+@pytest.mark.parametrize("algo", ["ppo_kl", "rpo", "ppo_tanh"])
+def test_ppo_variants_tune_and_push_through_the_zoo(wheel_venv: FreshVenv, tmp_path: Path, algo: str) -> None:
+    """-optimize with sb3ext's sampler, then the zoo's Hub packaging (network calls stubbed), for each variant."""
+    tuned = wheel_venv.run(
+        "-m", "rl_zoo3.train", "--algo", algo, "--env", "Pendulum-v1", "-f", "tune_logs", "-n", "256", "--seed", "0",
+        "-optimize", "--n-trials", "2", "--n-jobs", "1", "--sampler", "random", "--pruner", "none",
+        "--n-evaluations", "1", "--eval-episodes", "1", "--no-optim-plots", "--num-threads", "1", cwd=tmp_path,
+    )  # fmt: skip
+    assert re.search(r"Number of finished trials: +2", tuned.stdout), tuned.stdout[-2000:]
+    wheel_venv.run(
+        "-m", "rl_zoo3.train", "--algo", algo, "--env", "Pendulum-v1", "-f", "logs", "-n", "256", "--seed", "0",
+        "--eval-freq", "-1", "--hyperparams", "n_steps:64", cwd=tmp_path,
+    )  # fmt: skip
+    pushed = wheel_venv.run(
+        "-c", PUSH_DRIVER, "--algo", algo, "--env", "Pendulum-v1", "-f", "logs", "--exp-id", "1",
+        "-orga", "sb3ext-test", "--no-render", "-n", "200", cwd=tmp_path,
+    )  # fmt: skip
+    assert f"('upload_folder', 'sb3ext-test/{algo}-Pendulum-v1'" in pushed.stdout
+    assert (tmp_path / "hub" / f"{algo}-Pendulum-v1" / f"{algo}-Pendulum-v1.zip").is_file()
