@@ -182,3 +182,16 @@ def test_shipped_expert_references() -> None:
     assert not reference.is_hub and Path(reference.location).is_dir()
     with pytest.raises(ValueError, match=r"no shipped expert 'sac/Nope_1'; shipped: shipped:sac/"):
         parse_reference("shipped:sac/Nope_1")
+
+
+def test_a_cached_config_linking_out_of_the_cache_is_refused_before_reading(hub_cache: Path, tmp_path: Path) -> None:
+    """A snapshot file is a link into the repo's blobs; one that points elsewhere is refused unread."""
+    outside = tmp_path / "secret.yml"
+    outside.write_text("policy: MlpPolicy\n")
+    snapshot = next((hub_cache / "models--sb3--sac-Pendulum-v1" / "snapshots").iterdir())
+    (snapshot / "config.yml").unlink()
+    (snapshot / "config.yml").symlink_to(outside)
+    result = run_offline(LOAD.format(root=str(ROOT), ref="sb3/sac-Pendulum-v1"), hub_cache, tmp_path)
+    assert result.returncode != 0
+    last = result.stderr.strip().splitlines()[-1]
+    assert "UnsafeObjectError" in last and "config.yml: refused to read it" in last and "secret.yml" in last, last
