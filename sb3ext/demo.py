@@ -15,28 +15,12 @@ import csv
 import sys
 import time
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
 from sb3ext.experts.references import PENDULUM_EXPERT, SHIPPED_ROOT
 
 EMBEDDED_EXPERT = SHIPPED_ROOT / PENDULUM_EXPERT
-
-# Zoo-only keys of a hyperparameter entry, handled here rather than by the constructor.
-_ZOO_KEYS = {"n_envs", "n_timesteps", "policy", "expert", "normalize", "env_wrapper", "frame_stack", "callback"}
-
-
-def default_hyperparams(env_id: str) -> dict[str, Any]:
-    """The entry of ``hyperparams/aggrevated.yml`` for ``env_id`` (zoo keys included)."""
-    import yaml
-
-    from sb3ext.common.resources import hyperparams_path
-
-    entries = yaml.safe_load(hyperparams_path("aggrevated").read_text())
-    if env_id not in entries:
-        raise ValueError(f"No AggreVaTeD hyperparameters for {env_id!r}; available: {', '.join(entries)}")
-    return dict(entries[env_id])
 
 
 def plot(out_png: Path, env_id: str, steps: np.ndarray, means: np.ndarray, stds: np.ndarray,
@@ -78,54 +62,68 @@ def main(argv: list[str] | None = None) -> int:
             parser.error(f"--{name.replace('_', '-')} must be positive, got {getattr(args, name)}")
 
     import torch as th
-    from stable_baselines3.common.env_util import make_vec_env
-    from stable_baselines3.common.vec_env import VecNormalize
+    from rl_zoo3.exp_manager import ExperimentManager
 
-    from sb3ext.algos.aggrevated import AggreVaTeD
+    from sb3ext import zoo
     from sb3ext.callbacks import ExpertGapEvalCallback, episode_returns
     from sb3ext.experts import load_expert
 
+    zoo.register()  # idempotent: the interpreter-start hook normally did it
     th.set_num_threads(1)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    hyperparams = default_hyperparams(args.env)
-    n_envs = int(hyperparams.get("n_envs", 1))
-    kwargs = {k: v for k, v in hyperparams.items() if k not in _ZOO_KEYS}
 
     print(f"[1/4] Loading the expert from {args.expert}", flush=True)
     expert = load_expert(args.expert, env_id=args.env)
-    eval_env = make_vec_env(args.env, n_envs=1, seed=10_000 + args.seed)
-    env = make_vec_env(args.env, n_envs=n_envs, seed=args.seed)
-    if hyperparams.get("normalize"):
-        env = VecNormalize(env, norm_reward=False)
-        eval_env = VecNormalize(eval_env, training=False, norm_reward=False)
     expert_returns, _ = episode_returns(args.env, expert, 20, 10_000 + args.seed, expert.make_env)
-    callback = ExpertGapEvalCallback(
-        eval_env,
-        env_id=args.env,
-        expert=expert,
-        expert_return=float(np.mean(expert_returns)),
-        reference_seed=10_000 + args.seed,
-        eval_freq=max(1, args.eval_freq // n_envs),
-        n_eval_episodes=args.eval_episodes,
-        deterministic=True,
-        log_path=str(out),
+    expert_stats = (float(np.mean(expert_returns)), float(np.std(expert_returns)))
+    # The zoo's own machinery reads hyperparams/aggrevated.yml (n_envs, normalize, policy, ...), builds the envs
+    # and the model, and creates the evaluation callback from the YAML `callback:` syntax.
+    evaluation = {
+        "env_id": args.env,
+        "expert": str(args.expert),
+        "expert_return": expert_stats[0],
+        "reference_seed": 10_000 + args.seed,
+        "eval_seed": 10_000 + args.seed,
+        "n_eval_episodes": args.eval_episodes,
+        "deterministic": True,
+        "log_path": str(out),
+        "verbose": 0,
+    }
+    manager = ExperimentManager(
+        args,
+        "aggrevated",
+        args.env,
+        str(out / "logs"),
+        n_timesteps=args.timesteps,
+        eval_freq=-1,
+        hyperparams={"expert": str(args.expert), "callback": [{"sb3ext.callbacks.ExpertGapEvalCallback": evaluation}]},
+        seed=args.seed,
+        log_interval=-1,
         verbose=0,
+        device="cpu",
+        show_progress=sys.stdout.isatty(),
     )
+    results = manager.setup_experiment()
+    assert results is not None
+    model, _ = results
+    callback = next(c for c in manager.callbacks if isinstance(c, ExpertGapEvalCallback))
+    callback.eval_freq = max(1, args.eval_freq // manager.n_envs)  # callback calls count vectorised steps
     callback.measure_references()
-    assert callback.expert_return is not None and callback.random_return is not None
+    assert callback.random_return is not None
     random_return, threshold = callback.random_return, callback.threshold
-    expert_stats = (callback.expert_return, float(np.std(expert_returns)))
     print(f"      expert {expert_stats[0]:.1f} ± {expert_stats[1]:.1f}, random policy {random_return:.1f} (20 episodes each)")
 
-    print(f"[2/4] Training AggreVaTeD for {args.timesteps} env steps ({n_envs} envs), evaluating every {args.eval_freq}")
-    model = AggreVaTeD(hyperparams.get("policy", "MlpPolicy"), env, expert=expert, seed=args.seed, **kwargs)
+    print(
+        f"[2/4] Training AggreVaTeD for {args.timesteps} env steps ({manager.n_envs} envs), evaluating every {args.eval_freq}"
+    )
     start = time.perf_counter()
-    model.learn(args.timesteps, callback=callback, progress_bar=sys.stdout.isatty())
+    manager.learn(model)
     elapsed = time.perf_counter() - start
+    manager.save_trained_model(model)
     steps = np.asarray(callback.evaluations_timesteps)
-    results = np.asarray(callback.evaluations_results, dtype=float)
-    means, stds = results.mean(axis=1), results.std(axis=1)
+    results_array = np.asarray(callback.evaluations_results, dtype=float)
+    means, stds = results_array.mean(axis=1), results_array.std(axis=1)
 
     print(f"[3/4] Learner vs expert ({elapsed:.1f} s of training)")
     print(f"      {'env steps':>9} | {'learner':>9} | {'expert':>8} | gap closed")
@@ -157,8 +155,7 @@ def main(argv: list[str] | None = None) -> int:
                 ]
             )
     plot(out / f"{stem}.png", args.env, steps, means, stds, expert_stats, random_return, threshold)
-    model.save(out / f"{stem}_model.zip")
-    print(f"      {out / (stem + '.png')}\n      {out / (stem + '.csv')}\n      {out / (stem + '_model.zip')}")
+    print(f"      {out / (stem + '.png')}\n      {out / (stem + '.csv')}\n      {manager.save_path} (the zoo's run folder)")
     return 0
 
 

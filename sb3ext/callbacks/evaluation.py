@@ -94,6 +94,7 @@ class ExpertGapEvalCallback(EvalCallback):
     :param reference_episodes: episodes of each reference evaluation
     :param threshold_fraction: where between random and expert the threshold lies
     :param reference_seed: seed of the reference episodes
+    :param eval_seed: seed of the evaluation env this callback makes (when ``eval_env`` is None)
     :param kwargs: ``EvalCallback``'s other arguments (``eval_freq``, ``n_eval_episodes``, ``log_path`` ...)
     """
 
@@ -107,6 +108,7 @@ class ExpertGapEvalCallback(EvalCallback):
         reference_episodes: int = 20,
         threshold_fraction: float = 0.9,
         reference_seed: int = 10_000,
+        eval_seed: int | None = None,
         **kwargs: Any,
     ):
         if eval_env is None and env_id is None:
@@ -118,7 +120,9 @@ class ExpertGapEvalCallback(EvalCallback):
         if reference_episodes < 1:
             raise ValueError(f"reference_episodes must be >= 1, got {reference_episodes}")
         self._own_env = eval_env is None
-        super().__init__(eval_env if eval_env is not None else make_vec_env(env_id, n_envs=1), **kwargs)  # type: ignore[arg-type]
+        if eval_env is None:
+            eval_env = make_vec_env(env_id, n_envs=1, seed=eval_seed)  # type: ignore[arg-type]
+        super().__init__(eval_env, **kwargs)
         self.env_id = env_id or self.eval_env.get_attr("spec")[0].id
         self.expert = expert
         self.expert_return = expert_return
