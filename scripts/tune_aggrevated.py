@@ -48,9 +48,7 @@ def evaluations(folder: Path) -> tuple[np.ndarray, np.ndarray]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--env", default="Pendulum-v1")
-    parser.add_argument(
-        "--expert", type=Path, default=shipped_expert(PENDULUM_EXPERT)
-    )  # the shipped PENDULUM_EXPERT
+    parser.add_argument("--expert", type=Path, default=shipped_expert(PENDULUM_EXPERT))
     parser.add_argument("--storage", default=None, help="database URL (default: a throw-away local PostgreSQL server)")
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--trials", type=int, default=20)
