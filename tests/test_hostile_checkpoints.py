@@ -233,22 +233,9 @@ def test_hostile_checkpoint_through_the_zoo_cli(name: str, fixtures, tmp_path: P
     spec = fixtures[name]
     assert spec.cli
     marker = spec.folder.parents[2] / "MARKER"
-    args = [
-        "-m",
-        "rl_zoo3.train",
-        "--algo",
-        "aggrevated",
-        "--env",
-        "Pendulum-v1",
-        "-f",
-        "logs",
-        "-n",
-        "64",
-        "--eval-freq",
-        "-1",
-        "--hyperparams",
-        f"expert:'{spec.folder}'",
-    ]
+    from tests.test_zoo_cli import pendulum_args
+
+    args = ["-m", "rl_zoo3.train", *pendulum_args(spec.folder, "-n", "64", "--eval-freq", "-1")]
     result = subprocess.run(
         [sys.executable, *args],
         cwd=tmp_path,

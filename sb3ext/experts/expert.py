@@ -7,11 +7,12 @@ An expert is an SB3 / sb3-contrib checkpoint, given as
   ``vec_normalize.pkl`` beside the zip;
 * a bare ``.zip`` (its zoo files are picked up when they lie beside it).
 
-Loading runs no code from the files: every ``:serialized:`` entry of the zip's ``data`` is rebuilt
-by sb3ext (policy class from an allow-list, schedules replaced by constants, everything else through
-an allow-list unpickler) and handed to SB3's own ``load`` as ``custom_objects``, so SB3 unpickles
-nothing; tensors load with ``torch.load(weights_only=True)``. ``config.yml`` is read with a safe YAML
-loader, ``vecnormalize.pkl`` with the allow-list unpickler. Old ``gym``-era checkpoints load too.
+Loading runs no code from the files and does not use SB3's ``load``: :mod:`sb3ext.experts.building` reads
+only the fields an expert needs (restricted unpickler, checked values), builds the model itself and loads
+only the built policy's own parameter names and shapes; :mod:`sb3ext.experts.checkpoint` caps every read.
+``config.yml`` is read with a bounded safe YAML loader, ``vecnormalize.pkl`` with the restricted unpickler
+and checked against the expert's observation space. Old ``gym``-era checkpoints load too
+(docs/experts.md has the threat table).
 
 The :class:`Expert` answers, for observations as the *environment* emits them (its own frozen
 observation normalisation is applied inside):
