@@ -221,7 +221,7 @@ def _check_dtype(dtype: Any, source: str) -> np.dtype:
     return dtype
 
 
-def _check_shape(shape: Any, source: str, what: str = "array") -> tuple[int, ...]:
+def check_shape(shape: Any, source: str, what: str = "array") -> tuple[int, ...]:
     if isinstance(shape, (int, np.integer)) and not isinstance(shape, bool):
         shape = (int(shape),)
     if not isinstance(shape, tuple) or not all(isinstance(d, (int, np.integer)) and not isinstance(d, bool) for d in shape):
@@ -288,14 +288,14 @@ def _reconstruct_finish(inst: _Instance, source: str) -> np.ndarray:
         raise ValueError(f"{source}: numpy array state is not (version, shape, dtype, fortran, data)")
     _version, shape, dtype, fortran, data = state
     dtype = _check_dtype(dtype, source)
-    return _array_from_bytes(data, dtype, _check_shape(shape, source), "F" if fortran else "C", source)
+    return _array_from_bytes(data, dtype, check_shape(shape, source), "F" if fortran else "C", source)
 
 
 def _frombuffer_finish(inst: _Instance, source: str) -> np.ndarray:
     if len(inst.args) != 4:
         raise ValueError(f"{source}: numpy _frombuffer takes (buffer, dtype, shape, order)")
     data, dtype, shape, order = inst.args
-    return _array_from_bytes(data, _check_dtype(dtype, source), _check_shape(shape, source), str(order), source)
+    return _array_from_bytes(data, _check_dtype(dtype, source), check_shape(shape, source), str(order), source)
 
 
 def _scalar_finish(inst: _Instance, source: str) -> Any:
@@ -305,7 +305,8 @@ def _scalar_finish(inst: _Instance, source: str) -> Any:
     return _array_from_bytes(inst.args[1], dtype, (), "C", source)[()]
 
 
-def _args_only(inst: _Instance, args: tuple[Any, ...]) -> _Instance:
+def record_args(inst: _Instance, args: tuple[Any, ...]) -> _Instance:
+    """A :class:`Recipe` ``call`` that only records the arguments (the ``finish`` step validates and builds)."""
     inst.args = args
     return inst
 
@@ -339,8 +340,8 @@ def _numpy_recipes() -> dict[tuple[str, str], Recipe]:
         recipes[(f"{core}.multiarray", "_reconstruct")] = Recipe(
             "numpy.ndarray", call=_reconstruct_call, attrs=None, finish=_reconstruct_finish
         )
-        recipes[(f"{core}.numeric", "_frombuffer")] = Recipe("numpy._frombuffer", call=_args_only, finish=_frombuffer_finish)
-        recipes[(f"{core}.multiarray", "scalar")] = Recipe("numpy scalar", call=_args_only, finish=_scalar_finish)
+        recipes[(f"{core}.numeric", "_frombuffer")] = Recipe("numpy._frombuffer", call=record_args, finish=_frombuffer_finish)
+        recipes[(f"{core}.multiarray", "scalar")] = Recipe("numpy scalar", call=record_args, finish=_scalar_finish)
     for name in (
         "float16",
         "float32",
@@ -409,7 +410,7 @@ def _box_finish(inst: _Instance, source: str) -> Any:
     low, high = fields.get("low"), fields.get("high")
     if shape is None and isinstance(low, np.ndarray):
         shape = low.shape
-    shape = _check_shape(shape, source, "Box space")
+    shape = check_shape(shape, source, "Box space")
     dtype = _as_dtype(fields.get("dtype"), source, np.float32)
     for bound in (low, high):
         if isinstance(bound, np.ndarray):
@@ -445,7 +446,7 @@ def _multidiscrete_finish(inst: _Instance, source: str) -> Any:
 
     fields = _space_fields(inst, ("nvec", "dtype", "seed", "start"), source)
     nvec = np.asarray(fields.get("nvec"))
-    _check_shape(nvec.shape, source, "MultiDiscrete space")
+    check_shape(nvec.shape, source, "MultiDiscrete space")
     if nvec.dtype.kind not in "iu" or nvec.size == 0 or np.any(nvec <= 0):
         raise ValueError(f"{source}: MultiDiscrete nvec {nvec!r} must be positive integers")
     return gs.MultiDiscrete(nvec)
@@ -456,7 +457,7 @@ def _multibinary_finish(inst: _Instance, source: str) -> Any:
 
     fields = _space_fields(inst, ("n",), source)
     n = fields.get("n")
-    shape = _check_shape(tuple(n) if isinstance(n, (list, tuple, np.ndarray)) else n, source, "MultiBinary space")
+    shape = check_shape(tuple(n) if isinstance(n, (list, tuple, np.ndarray)) else n, source, "MultiBinary space")
     return gs.MultiBinary(list(shape) if len(shape) > 1 else shape[0])
 
 
@@ -468,7 +469,7 @@ def _space_recipes(prefixes: Iterable[str] = ("gym.spaces", "gymnasium.spaces"))
         "MultiBinary": _multibinary_finish,
     }
     return {
-        name: Recipe(f"space {name}", call=_args_only, new=True, attrs=_space_attrs(name), finish=finish)
+        name: Recipe(f"space {name}", call=record_args, new=True, attrs=_space_attrs(name), finish=finish)
         for name, finish in finishers.items()
     }
 
@@ -477,7 +478,7 @@ def _opaque_finish(inst: _Instance, source: str) -> None:
     return None  # a space's random generator: not needed, dropped
 
 
-_OPAQUE = Recipe("numpy.random state", value="<numpy.random>", call=_args_only, new=True, attrs=None, finish=_opaque_finish)
+_OPAQUE = Recipe("numpy.random state", value="<numpy.random>", call=record_args, new=True, attrs=None, finish=_opaque_finish)
 
 
 # the unpickler ----------------------------------------------------------------------------------
@@ -770,6 +771,8 @@ def pickle_globals(data: bytes) -> list[tuple[str, str]]:
 __all__ = [
     "MAX_ELEMENTS",
     "Recipe",
+    "check_shape",
+    "record_args",
     "RestrictedUnpickler",
     "UnsafeObjectError",
     "pickle_globals",

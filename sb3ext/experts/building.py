@@ -42,8 +42,9 @@ from sb3ext.common.serialization import (
     MAX_TEXT,
     Recipe,
     UnsafeObjectError,
-    _check_shape,
+    check_shape,
     pickle_globals,
+    record_args,
     restricted_loads,
     safe_yaml_load,
     trusting_loads,
@@ -165,7 +166,7 @@ def _rms_finish(inst: Any, source: str) -> RunningMeanStd:
     state = inst.state
     if state is None:  # RunningMeanStd(epsilon, shape) called directly
         shape = inst.args[1] if len(inst.args) > 1 else inst.kwargs.get("shape", ())
-        return RunningMeanStd(shape=_check_shape(shape, source, "RunningMeanStd"))
+        return RunningMeanStd(shape=check_shape(shape, source, "RunningMeanStd"))
     if not isinstance(state, dict):
         raise ValueError(f"{source}: RunningMeanStd state is a {type(state).__name__}, not a mapping")
     rms = RunningMeanStd.__new__(RunningMeanStd)
@@ -175,15 +176,10 @@ def _rms_finish(inst: Any, source: str) -> RunningMeanStd:
     return rms
 
 
-def _args_only(inst: Any, args: tuple[Any, ...]) -> Any:
-    inst.args = args
-    return inst
-
-
 def vecnormalize_recipes() -> dict[tuple[str, str], Recipe]:
     return {
         ("stable_baselines3.common.running_mean_std", "RunningMeanStd"): Recipe(
-            "RunningMeanStd", call=_args_only, new=True, attrs=frozenset({"mean", "var", "count"}), finish=_rms_finish
+            "RunningMeanStd", call=record_args, new=True, attrs=frozenset({"mean", "var", "count"}), finish=_rms_finish
         ),
         ("stable_baselines3.common.vec_env.vec_normalize", "VecNormalize"): Recipe(
             "VecNormalize", new=True, attrs=VECNORMALIZE_ATTRS, finish=lambda inst, source: VecNormalizeState(inst.state)
