@@ -55,7 +55,7 @@ TASKS = {
         Task("MountainCarContinuous-v0", "sac/MountainCarContinuous-v0_1", "sac", 20_000, 2_000, 10, (64, 64)),
         Task("CartPole-v1", "dqn/CartPole-v1_1", "dqn", 20_000, 1_000, 10, (64, 64)),
         Task("Acrobot-v1", "dqn/Acrobot-v1_1", "dqn", 20_000, 1_000, 10, (64, 64)),
-        Task("BipedalWalkerHardcore-v3", "ppo/BipedalWalkerHardcore-v3_1", "ppo", 400_000, 25_000, 30, (256, 256)),
+        Task("BipedalWalkerHardcore-v3", "ppo/BipedalWalkerHardcore-v3_1", "ppo", 300_000, 20_000, 30, (256, 256)),
     ]
 }
 

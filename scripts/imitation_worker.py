@@ -132,12 +132,25 @@ def main() -> None:
     if args.method == "dagger":
         with tempfile.TemporaryDirectory() as scratch:
             trainer = SimpleDAggerTrainer(venv=venv, scratch_dir=scratch, expert_policy=expert, rng=rng, bc_trainer=new_bc())
+            # SimpleDAggerTrainer.train's rounds (its defaults: >= 3 episodes and >= 500 steps per round, BC on all
+            # data after each), evaluated after the first round that crosses each --eval-every mark: train(n)
+            # itself counts only finished trajectories and overshoots its budget by far on long episodes
+            next_eval = args.eval_every
             while venv.steps < args.budget:
-                trainer.train(args.eval_every, bc_train_kwargs={"n_epochs": args.bc_epochs, "progress_bar": False})
-                curve.append(
-                    (venv.steps, evaluate(trainer.policy, args.env, args.eval_episodes, 50_000), time.perf_counter() - start)
-                )
-                print(f"dagger {args.env} seed {args.seed}: {curve[-1][0]} steps, return {curve[-1][1]:.1f}", flush=True)
+                collector = trainer.create_trajectory_collector()
+                sample_until = rollout.make_sample_until(min_timesteps=max(500, trainer.batch_size), min_episodes=3)
+                rollout.generate_trajectories(
+                    policy=trainer.expert_policy, venv=collector, sample_until=sample_until,
+                    deterministic_policy=True, rng=collector.rng,
+                )  # fmt: skip
+                trainer.extend_and_update({"n_epochs": args.bc_epochs, "progress_bar": False})
+                if venv.steps >= next_eval or venv.steps >= args.budget:
+                    while next_eval <= venv.steps:
+                        next_eval += args.eval_every
+                    curve.append(
+                        (venv.steps, evaluate(trainer.policy, args.env, args.eval_episodes, 50_000), time.perf_counter() - start)
+                    )
+                    print(f"dagger {args.env} seed {args.seed}: {curve[-1][0]} steps, return {curve[-1][1]:.1f}", flush=True)
     else:
         trajectories: list = []
         while venv.steps < args.budget:

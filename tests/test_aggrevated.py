@@ -240,6 +240,7 @@ def test_unknown_hyperparameter_names_it_and_suggests() -> None:
         ("rl_switch", -1),
         ("min_std", -1.0),
         ("use_sde", True),
+        ("value_estimator", "one_step"),
     ],
 )
 def test_invalid_values_name_the_key(key: str, value: object) -> None:
@@ -386,7 +387,7 @@ def test_value_only_advantages_match_hand_computation(lam: float, expected: list
     env = DummyVecEnv([CounterEnv])
     expert = LinearValueExpert(env.observation_space, env.action_space, slope=2.0, gamma=0.5)
     model = AggreVaTeD("MlpPolicy", env, expert=expert, n_steps=6, batch_size=6, beta_init=0.0, expert_gae_lambda=lam,
-                       normalize_advantage=False, seed=0, policy_kwargs=dict(net_arch=[8]))  # fmt: skip
+                       value_estimator="td", normalize_advantage=False, seed=0, policy_kwargs=dict(net_arch=[8]))  # fmt: skip
     model._setup_learn(6, None)
     model.collect_rollouts(model.env, model._init_callback(None), model.rollout_buffer, model.n_steps)
     obs, data, stats = model._value_expert_samples()
@@ -411,6 +412,7 @@ def test_value_only_expert_steps_are_left_out() -> None:
         beta_init=0.5,
         beta_decay=1.0,
         seed=1,
+        value_estimator="td",
         **{"policy_kwargs": dict(net_arch=[8])},
     )
     model._setup_learn(16, None)
@@ -420,9 +422,106 @@ def test_value_only_expert_steps_are_left_out() -> None:
     assert 0 < executed_by_learner < 16 and len(obs) == executed_by_learner == data.advantages.shape[1]
 
 
-def test_real_value_only_expert_trains() -> None:
+@pytest.mark.parametrize("estimator", ["expert_policy", "learned_q", "td"])
+def test_real_value_only_expert_trains(estimator: str) -> None:
     env = make_vec_env("BipedalWalker-v3", n_envs=2, seed=0)
-    model = AggreVaTeD("MlpPolicy", env, expert=shared_expert("ppo/BipedalWalker-v3_1"), seed=0, **SMALL)
+    model = AggreVaTeD(
+        "MlpPolicy", env, expert=shared_expert("ppo/BipedalWalker-v3_1"), seed=0, value_estimator=estimator, **SMALL
+    )
     model.learn(64)
     assert model.imitation_iterations == 4
-    assert model.logger.name_to_value["train/learner_steps"] > 0
+    logged = model.logger.name_to_value
+    if estimator == "td":
+        assert logged["train/learner_steps"] > 0
+    else:  # K = 4 samples scored at the last 4 roll-ins' states (8 steps x 2 envs each)
+        assert logged["train/aggregated_states"] == 64
+    if estimator == "learned_q":
+        for key in ("critic_td_error", "critic_explained_variance", "critic_loss", "critic_expert_preferred"):
+            assert np.isfinite(logged[f"train/{key}"]), key
+
+
+def test_expert_policy_estimator_moves_the_mean_toward_the_experts() -> None:
+    """A*(s, a) = alpha log pi*(a|s) with pi* = N(0.8, 0.5^2): one update moves the learner's mean toward 0.8."""
+    from tests.toy_experts import GaussianPolicyExpert
+
+    env = make_vec_env("Pendulum-v1", n_envs=2, seed=0)
+    expert = GaussianPolicyExpert(env.observation_space, env.action_space, np.array([0.8], dtype=np.float32))
+    model = AggreVaTeD("MlpPolicy", env, expert=expert, seed=0, beta_init=0.0, value_estimator="expert_policy",
+                       **{**SMALL, "n_epochs": 10})  # fmt: skip
+    old_policy = copy.deepcopy(model.policy)
+    model.learn(16)
+    obs = th.as_tensor(model._aggregation.get()[0])
+    before = old_policy.get_distribution(obs).distribution.mean.detach()
+    after = model.policy.get_distribution(obs).distribution.mean.detach()
+    assert ((after - 0.8).abs() < (before - 0.8).abs()).float().mean() > 0.95
+    assert (after - before).mean().item() > 0.02
+    assert model.logger.name_to_value["train/q_gap"] > 0  # the expert's own action is its most likely one
+
+
+class TargetActionEnv(gym.Env):
+    """r = -(a - 0.6)^2 per step, random observations, 4-step episodes: with V* = 0, delta* = r."""
+
+    observation_space = spaces.Box(-1.0, 1.0, (2,), dtype=np.float32)
+    action_space = spaces.Box(-2.0, 2.0, (1,), dtype=np.float32)
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.t = 0
+        return self.np_random.uniform(-1, 1, 2).astype(np.float32), {}
+
+    def step(self, action):
+        self.t += 1
+        reward = -float((np.clip(action[0], -2, 2) - 0.6) ** 2)
+        return self.np_random.uniform(-1, 1, 2).astype(np.float32), reward, False, self.t == 4, {}
+
+
+def test_learned_critic_fits_the_one_step_target_and_steers_the_learner() -> None:
+    """V* = 0 and r = -(a - 0.6)^2: the critic must learn delta* = r from the executed actions alone
+    (its held-out TD error falls well below the target's variance) and move the learner's mean toward 0.6."""
+    from stable_baselines3.common.vec_env import DummyVecEnv
+
+    from tests.toy_experts import LinearValueExpert
+
+    env = DummyVecEnv([TargetActionEnv] * 2)
+    env.seed(0)
+    expert = LinearValueExpert(env.observation_space, env.action_space, slope=0.0, gamma=0.99)
+    model = AggreVaTeD("MlpPolicy", env, expert=expert, seed=0, beta_init=0.0, value_estimator="learned_q",
+                       n_steps=32, batch_size=64, n_epochs=5, n_action_samples=8, aggregation_window=2,
+                       policy_kwargs=dict(net_arch=[16], log_std_init=0.0), critic_kwargs=dict(net_arch=[32, 32], epochs=50, batch_size=64))  # fmt: skip
+    obs_probe = th.as_tensor(np.random.default_rng(1).uniform(-1, 1, (64, 2)).astype(np.float32))
+    before = model.policy.get_distribution(obs_probe).distribution.mean.detach()
+    errors = []
+    for _ in range(6):
+        model.learn(64, reset_num_timesteps=False)
+        errors.append(model.logger.name_to_value["train/critic_explained_variance"])
+    after = model.policy.get_distribution(obs_probe).distribution.mean.detach()
+    assert errors[-1] > 0.8, errors  # the critic predicts the fresh roll-in's targets before training on them
+    assert ((after - 0.6).abs() < (before - 0.6).abs()).float().mean() > 0.95 and (after - before).mean() > 0.03
+    assert model.logger.name_to_value["train/critic_updates"] == np.ceil(50 * 64 / 64)
+
+
+@pytest.mark.parametrize(
+    "critic_kwargs,match",
+    [
+        ({"net_arc": [8]}, r"unknown critic_kwargs key\(s\) 'net_arc'"),
+        ({"net_arch": []}, r"invalid critic_kwargs\['net_arch'\]=\[\]"),
+        ({"epochs": 0}, r"invalid critic_kwargs\['epochs'\]=0"),
+        ({"batch_size": 2.5}, r"invalid critic_kwargs\['batch_size'\]=2.5"),
+        ("big", r"invalid critic_kwargs='big'"),
+    ],
+)
+def test_bad_critic_kwargs_name_the_key(critic_kwargs: object, match: str) -> None:
+    with pytest.raises(ValueError, match=match):
+        pendulum_model(critic_kwargs=critic_kwargs)
+
+
+def test_bad_value_estimator_names_the_choices() -> None:
+    with pytest.raises(ValueError, match=r"invalid value_estimator='q'; allowed: 'learned_q', 'expert_policy', 'td'"):
+        pendulum_model(value_estimator="q")
+
+
+def test_q_experts_ignore_the_value_estimator() -> None:
+    from sb3ext.algos.aggrevated.estimators import QContinuousEstimator
+
+    model = pendulum_model(value_estimator="learned_q")
+    assert type(model._estimator) is QContinuousEstimator

@@ -79,3 +79,20 @@ class LinearValueExpert(_ToyExpert):
 
     def value(self, obs: th.Tensor) -> th.Tensor:
         return self.slope * obs[:, 0]
+
+
+class GaussianPolicyExpert(LinearValueExpert):
+    """Value-only expert with V* = 0 and a Gaussian policy pi*(.|s) = N(target, std^2) in every state."""
+
+    def __init__(self, observation_space: spaces.Box, action_space: spaces.Box, target: np.ndarray, std: float = 0.5):
+        super().__init__(observation_space, action_space, slope=0.0, gamma=0.99)
+        self.source = "gaussian-policy-toy"
+        self.target = th.as_tensor(target, dtype=th.float32)
+        self.std = std
+
+    def act(self, expert_obs: np.ndarray) -> np.ndarray:
+        return np.repeat(self.target.numpy()[None], len(expert_obs), axis=0)
+
+    def log_prob(self, obs: th.Tensor, actions: th.Tensor) -> th.Tensor:
+        low, high = th.as_tensor(self.action_space.low), th.as_tensor(self.action_space.high)
+        return th.distributions.Normal(self.target, self.std).log_prob(actions.clamp(low, high)).sum(dim=-1)

@@ -385,6 +385,24 @@ class Expert:
         return self.policy.q_net(obs)
 
     @th.no_grad()
+    def log_prob(self, obs: th.Tensor, actions: th.Tensor) -> th.Tensor:
+        """log pi*(a|s) of an actor-critic expert's own (stochastic) policy.
+
+        :param obs: expert-ready observations, shape (B, *obs_shape)
+        :param actions: Box: env-unit actions (clipped to the bounds, as the env clips them), shape (B, act_dim)
+            or (K, B, act_dim); Discrete: indices, shape (B,) or (K, B)
+        :return: shape (B,) or (K, B)
+        """
+        if self.kind != VALUE_ONLY:
+            raise TypeError(f"Expert {self.source} ({self.algo_name}) has no stochastic actor-critic policy")
+        distribution = self.policy.get_distribution(obs).distribution
+        if isinstance(self.action_space, spaces.Box):
+            low = th.as_tensor(self.action_space.low, device=actions.device)
+            high = th.as_tensor(self.action_space.high, device=actions.device)
+            return distribution.log_prob(actions.clamp(low, high)).sum(dim=-1)  # type: ignore[no-any-return]
+        return distribution.log_prob(actions.long())  # type: ignore[no-any-return]
+
+    @th.no_grad()
     def value(self, obs: th.Tensor) -> th.Tensor:
         """V*(s) of an actor-critic expert, shape (B,)."""
         if self.kind != VALUE_ONLY:

@@ -19,8 +19,11 @@ from stable_baselines3.common.vec_env import VecEnv
 from torch.nn import functional as F
 
 from sb3ext.algos.aggrevated.buffers import RollInRecord, StateAggregationBuffer
+from sb3ext.algos.aggrevated.critic import CriticSettings
 from sb3ext.algos.aggrevated.estimators import (
+    VALUE_ESTIMATORS,
     Estimator,
+    LearnedQEstimator,
     Scores,
     ValueOnlyEstimator,
     _QEstimator,
@@ -55,9 +58,13 @@ class AggreVaTeD(PPO):
 
     * continuous actions: K samples per state, leave-one-out baseline ``A_k = q_k - mean_{j!=k} q_j``;
     * discrete actions: the exact expectation over all actions, baseline ``sum_a pi_old(a|s) Q*(s,a)``;
-    * value-only experts (PPO, A2C: V* but no Q*): on the steps the learner itself executed in the
+    * value-only experts (PPO, A2C: V* but no Q*), ``value_estimator="learned_q"`` (default): a critic
+      ``Q_phi(s, a) = V*(s) + A_phi(s, a)`` regressed onto the fixed target ``r + gamma V*(s')`` on the
+      transitions of the last roll-ins (learner and expert actions) scores K learner samples per state,
+      as a Q* expert's critic would;
+    * value-only experts, ``value_estimator="td"``: on the steps the learner itself executed in the
       latest roll-in, ``A* = r + gamma V*(s') - V*(s)`` in the expert's reward scale (optionally
-      lambda-weighted), the estimator of the paper's authors.
+      lambda-weighted), one sample per state.
 
     A value head is trained on the environment's returns throughout, so that after ``rl_switch``
     imitation iterations training can continue as plain PPO (GAE on the env reward) and surpass an
@@ -90,8 +97,13 @@ class AggreVaTeD(PPO):
     :param min_std: floor on the Gaussian standard deviation, as a fraction of the half action range
     :param rl_switch: None: imitate forever; an int N: switch to plain PPO after N imitation iterations;
         a pair [low, high]: switch after a number of iterations drawn uniformly in it (LOKI)
-    :param expert_gae_lambda: lambda of the value-only estimator, ``A*_t = sum_k (gamma lambda)^k delta*_{t+k}``
+    :param expert_gae_lambda: lambda of the ``td`` value-only estimator, ``A*_t = sum_k (gamma lambda)^k delta*_{t+k}``
         (0: the one-step ``r + gamma V*(s') - V*(s)``); unused with Q experts
+    :param value_estimator: estimator for a value-only expert: ``"learned_q"`` (a learned critic, see above) or
+        ``"td"`` (the one-step / lambda estimator on executed steps); unused with Q experts, which use their own Q*
+    :param critic_kwargs: settings of the learned critic: ``net_arch`` (default [256, 256]), ``learning_rate``
+        (1e-3), ``batch_size`` (256), ``epochs`` (20: Adam steps per iteration = epochs * new transitions /
+        batch_size), ``buffer_size`` (100,000 transitions)
     :param use_sde: not supported (must be False)
     :param target_kl: stop the epochs of an iteration when the approximate KL exceeds ``1.5 * target_kl``
     :param stats_window_size: Window size for the rollout logging
@@ -134,6 +146,8 @@ class AggreVaTeD(PPO):
         min_std: float = 0.1,
         rl_switch: int | list[int] | tuple[int, int] | None = None,
         expert_gae_lambda: float = 0.0,
+        value_estimator: str = "learned_q",
+        critic_kwargs: dict[str, Any] | None = None,
         use_sde: bool = False,
         target_kl: float | None = 0.02,
         stats_window_size: int = 100,
@@ -185,6 +199,8 @@ class AggreVaTeD(PPO):
         self.min_std = min_std
         self.rl_switch = rl_switch
         self.expert_gae_lambda = expert_gae_lambda
+        self.value_estimator = value_estimator
+        self.critic_kwargs = critic_kwargs
         # Progress of the imitation phase: saved with the model, not reset by learn(reset_num_timesteps=True),
         # so that `-i` / a resumed checkpoint continues the beta schedule and the switch to RL.
         self.imitation_iterations = 0
@@ -225,6 +241,11 @@ class AggreVaTeD(PPO):
             raise bad("min_std", "a number >= 0")
         if not 0.0 <= float(self.expert_gae_lambda) <= 1.0:
             raise bad("expert_gae_lambda", "a number in [0, 1]")
+        if self.value_estimator not in VALUE_ESTIMATORS:
+            raise bad("value_estimator", ", ".join(map(repr, VALUE_ESTIMATORS)))
+        if self.critic_kwargs is not None and not isinstance(self.critic_kwargs, dict):
+            raise bad("critic_kwargs", "None or a dict (keys: net_arch, learning_rate, batch_size, epochs, buffer_size)")
+        CriticSettings.from_kwargs(self.critic_kwargs)
         switch = self.rl_switch
         if switch is not None:
             if isinstance(switch, (list, tuple)):
@@ -274,6 +295,14 @@ class AggreVaTeD(PPO):
             normalize_advantage=self.normalize_advantage,
             device=self.device,
             gae_lambda=float(self.expert_gae_lambda),
+            value_estimator=self.value_estimator,
+            learned_q={
+                "action_space": self.action_space,
+                "learner_shape": self.observation_space.shape,
+                "score_window": self.aggregation_window * self.n_steps * self.n_envs,
+                "settings": CriticSettings.from_kwargs(self.critic_kwargs),
+                "seed": self.seed,
+            },
         )
         self._aggregation = StateAggregationBuffer(
             self.aggregation_window,
@@ -480,7 +509,9 @@ class AggreVaTeD(PPO):
         clip_range = self.clip_range(self._current_progress_remaining)  # type: ignore[operator]
 
         estimator = self._estimator
-        if isinstance(estimator, ValueOnlyEstimator):
+        if isinstance(estimator, LearnedQEstimator):
+            learner_obs, scores, stats = estimator.samples(self._rollin_record.arrays(), self.rollout_buffer, self.policy)
+        elif isinstance(estimator, ValueOnlyEstimator):
             learner_obs, scores, stats = estimator.samples(self._rollin_record.arrays(), self.rollout_buffer)
         else:
             assert isinstance(estimator, _QEstimator)

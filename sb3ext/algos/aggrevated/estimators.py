@@ -4,8 +4,10 @@
   Q*(s, a), with the leave-one-out baseline ``A_k = q_k - mean_{j != k} q_j``;
 * :class:`QDiscreteEstimator` (DQN, QR-DQN): the exact expectation over all actions, with the baseline
   ``sum_a pi_old(a|s) Q*(s, a)``;
-* :class:`ValueOnlyEstimator` (PPO, A2C): on the steps the learner itself executed in the latest roll-in,
-  ``A* = r + gamma V*(s') - V*(s)`` in the expert's reward scale, optionally lambda-weighted.
+* :class:`LearnedQEstimator` (PPO, A2C; the default for value-only experts): a critic regressed onto
+  ``r + gamma V*(s')`` on the transitions of the last roll-ins scores K learner samples per state, as above;
+* :class:`ValueOnlyEstimator` (PPO, A2C, ``value_estimator="td"``): on the steps the learner itself executed in
+  the latest roll-in, ``A* = r + gamma V*(s') - V*(s)`` in the expert's reward scale, optionally lambda-weighted.
 
 Each returns the learner observations to update at, typed scores (:class:`SampledScores` or
 :class:`DistributionScores`) and statistics to log; :func:`surrogate_terms` turns scores into the loss terms.
@@ -13,6 +15,7 @@ Each returns the learner observations to update at, typed scores (:class:`Sample
 
 from __future__ import annotations
 
+import math
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -21,6 +24,7 @@ from gymnasium import spaces
 from torch.nn import functional as F
 
 from sb3ext.algos.aggrevated.buffers import RollInArrays, StateAggregationBuffer
+from sb3ext.algos.aggrevated.critic import AdvantageCritic, CriticSettings, TransitionBuffer, scale_actions
 from sb3ext.common.ppo import approx_kl, clip_fraction, clipped_surrogate
 from sb3ext.experts import Q_CONTINUOUS, Q_DISCRETE, Expert
 
@@ -93,6 +97,14 @@ class Estimator:
         self.normalize_advantage = normalize_advantage
         self.device = device
 
+    def _normalize(self, advantages: th.Tensor, per_state: bool, scale_axis: int) -> th.Tensor:
+        """Per state by the largest |A| of the state (optional), then by the batch standard deviation."""
+        if per_state:
+            advantages = advantages / (advantages.abs().amax(dim=scale_axis, keepdim=True) + 1e-8)
+        if self.normalize_advantage:
+            advantages = advantages / (advantages.std() + 1e-8)
+        return advantages
+
 
 class _QEstimator(Estimator):
     def samples(self, policy: Any, aggregation: StateAggregationBuffer) -> tuple[th.Tensor, Scores, dict[str, th.Tensor]]:
@@ -104,13 +116,6 @@ class _QEstimator(Estimator):
 
     def score(self, policy: Any, expert_obs: th.Tensor, learner_obs: th.Tensor) -> tuple[Scores, dict[str, th.Tensor]]:
         raise NotImplementedError
-
-    def _normalize(self, advantages: th.Tensor, per_state: bool, scale_axis: int) -> th.Tensor:
-        if per_state:
-            advantages = advantages / (advantages.abs().amax(dim=scale_axis, keepdim=True) + 1e-8)
-        if self.normalize_advantage:
-            advantages = advantages / (advantages.std() + 1e-8)
-        return advantages
 
 
 class QContinuousEstimator(_QEstimator):
@@ -150,6 +155,38 @@ class QDiscreteEstimator(_QEstimator):
             per_state = True if self.per_state_normalization is None else self.per_state_normalization
             advantages = self._normalize(advantages, per_state, -1)
         return DistributionScores(probs, q, advantages), stats
+
+
+class ExpertPolicyEstimator(_QEstimator):
+    """A value-only expert's own policy as its soft advantage: ``A*(s, a) = alpha log pi*(a|s) + const(s)``.
+
+    For an entropy-regularised optimal policy ``pi*(a|s) = exp((Q*(s, a) - V*(s)) / alpha)`` exactly; a PPO/A2C
+    expert is only approximately that. The temperature alpha is one positive number: the batch-std normalisation
+    removes it. Box: K learner samples per aggregated state (clipped to the bounds, as the env clips them), with
+    the leave-one-out baseline; Discrete: every action, the exact expectation under the old policy.
+    """
+
+    def score(self, policy: Any, expert_obs: th.Tensor, learner_obs: th.Tensor) -> tuple[Scores, dict[str, th.Tensor]]:
+        expert = self.expert
+        with th.no_grad():
+            distribution = torch_distribution(policy.get_distribution(learner_obs))
+            if isinstance(distribution, th.distributions.Categorical):
+                probs = distribution.probs
+                n_actions = probs.shape[-1]
+                all_actions = th.arange(n_actions, device=self.device).reshape(-1, 1).expand(n_actions, len(probs))
+                q = expert.log_prob(expert_obs, all_actions).T  # (N, n_actions)
+                learner_q = (probs * q).sum(dim=-1)
+                stats = {"q_mean": learner_q.mean(), "q_std": learner_q.std(), "q_gap": (q.max(dim=-1).values - learner_q).mean()}
+                per_state = True if self.per_state_normalization is None else self.per_state_normalization
+                return DistributionScores(probs, q, self._normalize(expected_advantages(q, probs), per_state, -1)), stats
+            actions = distribution.sample((self.n_action_samples,))  # (K, N, act_dim)
+            log_prob_old = distribution.log_prob(actions).sum(dim=-1)
+            q = expert.log_prob(expert_obs, actions)  # (K, N)
+            expert_actions = th.as_tensor(expert.act(expert_obs.cpu().numpy()), device=self.device, dtype=th.float32)
+            expert_q = expert.log_prob(expert_obs, expert_actions)
+            stats = {"q_mean": q.mean(), "q_std": q.std(), "q_gap": (expert_q - q.mean(dim=0)).mean()}
+            advantages = self._normalize(leave_one_out_advantages(q), bool(self.per_state_normalization), 0)
+        return SampledScores(actions, log_prob_old, advantages), stats
 
 
 class ValueOnlyEstimator(Estimator):
@@ -192,14 +229,183 @@ class ValueOnlyEstimator(Estimator):
         return obs, SampledScores(actions[None], log_prob_old[None], adv[None]), stats
 
 
-def make_estimator(expert: Expert, **kwargs: Any) -> Estimator:
-    """The estimator for this kind of expert."""
-    gae_lambda = kwargs.pop("gae_lambda", 0.0)
+class LearnedQEstimator(Estimator):
+    """A value-only expert made into a Q one: ``Q_phi(s, a) = V*(s) + A_phi(s, a)`` regressed onto ``r + gamma V*(s')``.
+
+    Every iteration: (1) the latest roll-in's transitions (learner and expert actions) get their fixed targets
+    ``delta* = r + gamma V*(s') - V*(s)`` in the expert's reward scale; the critic's error on them, before it has
+    trained on them, is logged (held-out TD error); (2) they join the transition buffer and the critic takes
+    ``ceil(epochs * new / batch_size)`` Adam steps on it; (3) the states of the last ``score_window`` transitions
+    are scored with K fresh learner samples each (Box: leave-one-out baseline) or every action (Discrete: the
+    exact expectation), as with a Q* expert. V*(s) cancels in both baselines.
+
+    :param action_space: the learner's action space (a bounded Box or Discrete)
+    :param learner_shape: shape of one learner observation
+    :param score_window: number of most recent states re-scored per iteration
+    :param settings: the critic's settings
+    :param seed: seeds the critic's minibatch draws
+    """
+
+    def __init__(
+        self,
+        *args: Any,
+        action_space: spaces.Space,
+        learner_shape: tuple[int, ...],
+        score_window: int,
+        settings: CriticSettings,
+        seed: int | None = None,
+        **kwargs: Any,
+    ):
+        super().__init__(*args, **kwargs)
+        expert_shape = tuple(self.expert.observation_space.shape or ())
+        if len(expert_shape) != 1:
+            raise ValueError(
+                f"The learned critic needs flat observations, the expert's are {expert_shape}: "
+                "use value_estimator='td' for image observations"
+            )
+        if isinstance(action_space, spaces.Box) and not (np.all(np.isfinite(action_space.low)) and np.all(np.isfinite(action_space.high))):
+            raise ValueError(f"The learned critic needs a bounded action space, got {action_space}: use value_estimator='td'")
+        self.action_space = action_space
+        self.discrete = isinstance(action_space, spaces.Discrete)
+        self.settings = settings
+        self.score_window = score_window
+        self.critic = AdvantageCritic(expert_shape[0], action_space, settings.net_arch).to(self.device)
+        self.optimizer = th.optim.Adam(self.critic.parameters(), lr=settings.learning_rate)
+        action_shape: tuple[int, ...] = () if self.discrete else tuple(action_space.shape or ())
+        self.buffer = TransitionBuffer(max(settings.buffer_size, score_window), learner_shape, expert_shape, action_shape)
+        self.rng = np.random.default_rng(seed)
+
+    def _critic_actions(self, actions: th.Tensor) -> th.Tensor:
+        if self.discrete:
+            return actions.reshape(actions.shape[0], -1)[:, 0].long()
+        assert isinstance(self.action_space, spaces.Box)
+        return scale_actions(actions, self.action_space)
+
+    def add(self, record: RollInArrays, rollout_buffer: Any) -> dict[str, th.Tensor]:
+        """Targets of the latest roll-in; the critic's error on them before training on them."""
+        n_steps, n_envs = record.use_expert.shape
+        n = n_steps * n_envs
+        expert_obs = th.as_tensor(record.expert_obs.reshape(n, -1), device=self.device)
+        with th.no_grad():
+            values = self.expert.value(expert_obs)
+            next_values = self.expert.value(th.as_tensor(record.next_expert_obs.reshape(n, -1), device=self.device))
+        not_terminated = th.as_tensor(1.0 - record.terminated.reshape(n), device=self.device, dtype=th.float32)
+        rewards = th.as_tensor(record.rewards.reshape(n), device=self.device, dtype=th.float32)
+        targets = rewards + self.expert.gamma * not_terminated * next_values - values
+        actions = self._critic_actions(th.as_tensor(rollout_buffer.actions.reshape(n, -1), device=self.device))
+        with th.no_grad():
+            predicted = self.critic(expert_obs, actions.float() if not self.discrete else actions)
+        error = ((predicted - targets) ** 2).mean()
+        variance = targets.var() if n > 1 else th.zeros((), device=self.device)
+        self.buffer.add(
+            rollout_buffer.observations.reshape(n, *rollout_buffer.observations.shape[2:]),
+            record.expert_obs.reshape(n, -1),
+            actions.cpu().numpy(),
+            targets.cpu().numpy(),
+        )
+        return {
+            "expert_value_mean": values.mean(),
+            "expert_advantage_mean": targets.mean(),
+            "critic_td_error": error,
+            "critic_target_var": variance,
+            "critic_explained_variance": 1.0 - error / (variance + 1e-8),
+        }
+
+    def fit(self, n_new: int) -> dict[str, th.Tensor]:
+        """Adam steps on the buffer: ``ceil(epochs * n_new / batch_size)`` minibatches drawn uniformly."""
+        settings, buffer = self.settings, self.buffer
+        n_updates = math.ceil(settings.epochs * n_new / settings.batch_size)
+        losses = []
+        for _ in range(n_updates):
+            idx = self.rng.integers(0, buffer.size, size=min(settings.batch_size, buffer.size))
+            obs = th.as_tensor(buffer.expert_obs[idx], device=self.device)
+            actions = th.as_tensor(buffer.actions[idx], device=self.device)
+            targets = th.as_tensor(buffer.targets[idx], device=self.device)
+            loss = ((self.critic(obs, actions) - targets) ** 2).mean()
+            self.optimizer.zero_grad()
+            loss.backward()
+            self.optimizer.step()
+            losses.append(loss.detach())
+        return {"critic_loss": th.stack(losses).mean() if losses else th.zeros(()), "critic_updates": th.tensor(float(n_updates))}
+
+    def samples(self, record: RollInArrays, rollout_buffer: Any, policy: Any) -> tuple[th.Tensor, Scores, dict[str, th.Tensor]]:
+        """Add the latest roll-in, fit the critic, and score the learner at the last ``score_window`` states."""
+        stats = self.add(record, rollout_buffer)
+        stats.update(self.fit(record.use_expert.size))
+        idx = self.buffer.latest(self.score_window)
+        learner_obs = th.as_tensor(self.buffer.learner_obs[idx], device=self.device)
+        expert_obs = th.as_tensor(self.buffer.expert_obs[idx], device=self.device)
+        scores, score_stats = self.score(policy, expert_obs, learner_obs)
+        stats.update(score_stats)
+        return learner_obs, scores, stats
+
+    def score(self, policy: Any, expert_obs: th.Tensor, learner_obs: th.Tensor) -> tuple[Scores, dict[str, th.Tensor]]:
+        """Score the learner's current policy at the given states with the critic (no gradient)."""
+        critic = self.critic
+        with th.no_grad():
+            distribution = torch_distribution(policy.get_distribution(learner_obs))
+            expert_actions = th.as_tensor(self.expert.act(expert_obs.cpu().numpy()), device=self.device)
+            if self.discrete:
+                probs = distribution.probs
+                q = critic.all_actions(expert_obs)
+                advantages = expected_advantages(q, probs)
+                learner_q = (probs * q).sum(dim=-1)
+                expert_q = q.gather(1, expert_actions.long().reshape(-1, 1)).squeeze(1)
+                stats = {"q_mean": learner_q.mean(), "q_std": learner_q.std(), "q_gap": (expert_q - learner_q).mean(),
+                         "critic_expert_preferred": (expert_q > learner_q).float().mean()}  # fmt: skip
+                per_state = True if self.per_state_normalization is None else self.per_state_normalization
+                return DistributionScores(probs, q, self._normalize(advantages, per_state, -1)), stats
+            assert isinstance(self.action_space, spaces.Box)
+            k = self.n_action_samples
+            actions = distribution.sample((k,))  # (K, N, act_dim)
+            log_prob_old = distribution.log_prob(actions).sum(dim=-1)
+            n = learner_obs.shape[0]
+            repeated_obs = expert_obs.unsqueeze(0).expand(k, *expert_obs.shape).reshape(k * n, -1)
+            q = critic(repeated_obs, scale_actions(actions.reshape(k * n, -1), self.action_space)).reshape(k, n)
+            advantages = leave_one_out_advantages(q)
+            expert_q = critic(expert_obs, scale_actions(expert_actions.float(), self.action_space))
+            mean_q = q.mean(dim=0)
+            stats = {
+                "q_mean": mean_q.mean(),
+                "q_std": q.std(),
+                "q_gap": (expert_q - mean_q).mean(),
+                "critic_action_spread": q.std(dim=0).mean(),
+                "critic_expert_preferred": (expert_q > mean_q).float().mean(),
+            }
+            advantages = self._normalize(advantages, bool(self.per_state_normalization), 0)
+        return SampledScores(actions, log_prob_old, advantages), stats
+
+
+#: ``value_estimator`` choices for value-only experts
+VALUE_ESTIMATORS = ("learned_q", "expert_policy", "td")
+
+
+def make_estimator(
+    expert: Expert,
+    *,
+    gae_lambda: float = 0.0,
+    value_estimator: str = "learned_q",
+    learned_q: dict[str, Any] | None = None,
+    **kwargs: Any,
+) -> Estimator:
+    """The estimator for this kind of expert.
+
+    :param gae_lambda: lambda of the ``td`` estimator
+    :param value_estimator: for value-only experts, ``learned_q`` (:class:`LearnedQEstimator`) or ``td``
+        (:class:`ValueOnlyEstimator`); Q experts always use their own Q*
+    :param learned_q: the keyword arguments of :class:`LearnedQEstimator` beyond the common ones
+    """
     if expert.kind == Q_CONTINUOUS:
         return QContinuousEstimator(expert, **kwargs)
     if expert.kind == Q_DISCRETE:
         return QDiscreteEstimator(expert, **kwargs)
-    return ValueOnlyEstimator(expert, gae_lambda=gae_lambda, **kwargs)
+    if value_estimator == "learned_q":
+        return LearnedQEstimator(expert, **kwargs, **(learned_q or {}))
+    if value_estimator == "expert_policy":
+        return ExpertPolicyEstimator(expert, **kwargs)
+    if value_estimator == "td":
+        return ValueOnlyEstimator(expert, gae_lambda=gae_lambda, **kwargs)
+    raise ValueError(f"invalid value_estimator={value_estimator!r}; allowed: {', '.join(map(repr, VALUE_ESTIMATORS))}")
 
 
 def surrogate_terms(

@@ -48,7 +48,7 @@ class RollIn:
     :param expert: the expert
     :param beta: the expert's share of this roll-in
     :param rng: draws who acts (the algorithm's seeded generator)
-    :param aggregation: the aggregated states (Q* experts: every visited state is added)
+    :param aggregation: the aggregated states (every visited state is added)
     :param record: the transitions of this roll-in (value-only experts), reset here
     :param vec_normalize: the learner's ``VecNormalize``, undone before the expert sees an observation
     """
@@ -88,8 +88,7 @@ class RollIn:
         """
         expert = self.expert
         expert_obs = expert.normalize_obs(self.original_obs(last_obs))
-        if expert.kind != VALUE_ONLY:  # value-only experts use the executed transitions instead
-            self.aggregation.add(np.asarray(last_obs, dtype=np.float32), expert_obs)
+        self.aggregation.add(np.asarray(last_obs, dtype=np.float32), expert_obs)
         use_expert = self.rng.random(len(expert_obs)) < self.beta
         if expert.kind == VALUE_ONLY:
             self.record.add_state(expert_obs, use_expert)
