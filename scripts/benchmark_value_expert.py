@@ -1,25 +1,126 @@
-"""AggreVaTeD with a value-only (PPO) expert through the unmodified zoo, e.g. BipedalWalkerHardcore-v3.
+"""AggreVaTeD with a value-only (PPO) expert through the unmodified zoo, beside imitation's DAgger and BC.
 
-    python scripts/benchmark_value_expert.py                       # BipedalWalkerHardcore-v3, 300k steps
-    python scripts/benchmark_value_expert.py --env BipedalWalker-v3 --expert ppo/BipedalWalker-v3_1 -n 200000
+    python scripts/benchmark_value_expert.py                                     # Hardcore, PPO expert, 3 seeds
+    python scripts/benchmark_value_expert.py --hyperparams value_estimator:"'td'" --tag td
+    python scripts/benchmark_value_expert.py --env BipedalWalker-v3 --expert ppo/BipedalWalker-v3_1 -n 100000
 
-Runs ``python -m rl_zoo3.train --algo aggrevated --env <env> --hyperparams expert:<expert>`` with the
-defaults of ``hyperparams/aggrevated.yml`` and the zoo's EvalCallback (deterministic episodes), measures
-the expert's and a uniformly random policy's return with the same number of episodes, and writes
-``docs/benchmarks/aggrevated_value_<env>.{png,md}``. Raw zoo logs go to ``--work-dir``.
+Each seed runs ``python -m rl_zoo3.train --algo aggrevated --env <env> --hyperparams expert:'<expert>'
+[--hyperparams ...]`` with everything else from ``hyperparams/aggrevated.yml``, saving a checkpoint (and its
+VecNormalize statistics) every ``--save-freq`` env steps. Every checkpoint is then evaluated on the *same*
+``--eval-episodes`` seeded episodes (seeds ``--eval-seed``, ``--eval-seed + 1`` ...) as the expert and a uniformly
+random policy, and as ``scripts/imitation_worker.py`` evaluates DAgger and BC. Threshold: 90% of the way from
+random to expert. Reported per seed: env steps to the first checkpoint at the threshold, the fraction of later
+checkpoints that hold it, training wall-clock (without evaluations) and env steps per second.
+
+Writes ``docs/benchmarks/aggrevated_value_<env>[_<tag>].{md,png,csv}``; with ``--imitation-dir`` (the work
+folder of ``scripts/benchmark_imitation.py``), DAgger's and BC's curves on the same env join the table and plot.
 """
 
 from __future__ import annotations
 
 import argparse
+import csv
+import json
+import os
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+
+def train(args: argparse.Namespace, seed: int, work: Path, n_envs: int) -> dict:
+    """One zoo training with checkpoints; cached in work/train.json."""
+    done = work / "train.json"
+    if done.exists():
+        return json.loads(done.read_text())
+    work.mkdir(parents=True, exist_ok=True)
+    command = [
+        sys.executable, "-m", "rl_zoo3.train", "--algo", "aggrevated", "--env", args.env, "--seed", str(seed),
+        "-n", str(args.timesteps), "--eval-freq", "-1", "-f", str(work / "logs"),
+        "--num-threads", "1", "--device", "cpu", "--log-interval", "-2",
+        "--hyperparams", f"expert:'{args.experts / args.expert}'", *args.hyperparams,
+        # SB3's CheckpointCallback through the YAML `callback` key, with the VecNormalize statistics of each
+        # checkpoint (the zoo's --save-freq saves only the model); save_freq counts vectorised steps
+        f"callback:[{{'stable_baselines3.common.callbacks.CheckpointCallback': {{'save_freq': {args.save_freq // n_envs},"
+        f" 'save_path': '{work / 'checkpoints'}', 'save_vecnormalize': True}}}}]",
+    ]  # fmt: skip
+    start = time.perf_counter()
+    with open(work / "train.log", "w") as log:
+        subprocess.run(command, check=True, stdout=log, stderr=subprocess.STDOUT, cwd=work, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    result = {"seed": seed, "wall_s": time.perf_counter() - start, "command": " ".join(command[1:])}
+    done.write_text(json.dumps(result))
+    print(f"  trained seed {seed}: {result['wall_s']:.0f} s", flush=True)
+    return result
+
+
+def evaluate_checkpoints(args: argparse.Namespace, work: Path) -> tuple[list[int], list[float]]:
+    """Mean return of every saved checkpoint on the seeded evaluation episodes; cached in work/eval.json."""
+    done = work / "eval.json"
+    if done.exists():
+        cached = json.loads(done.read_text())
+        return cached["steps"], cached["returns"]
+    from stable_baselines3.common.env_util import make_vec_env
+    from stable_baselines3.common.vec_env import VecNormalize
+
+    from sb3ext.algos.aggrevated import AggreVaTeD
+    from sb3ext.callbacks import episode_returns
+
+    run_dir = work / "checkpoints"
+    checkpoints = sorted(run_dir.glob("rl_model_*_steps.zip"), key=lambda p: int(p.stem.split("_")[2]))
+    steps, returns = [], []
+    for checkpoint in checkpoints:
+        n = int(checkpoint.stem.split("_")[2])
+        model = AggreVaTeD.load(checkpoint, device="cpu")
+        stats = run_dir / f"rl_model_vecnormalize_{n}_steps.pkl"
+        norm = VecNormalize.load(str(stats), make_vec_env(args.env, n_envs=1)) if stats.exists() else None
+
+        class Learner:
+            def predict(self, obs: np.ndarray, deterministic: bool = True):  # type: ignore[no-untyped-def]
+                return model.predict(norm.normalize_obs(obs) if norm is not None else obs, deterministic=True)
+
+        episode = episode_returns(args.env, Learner(), args.eval_episodes, seed=args.eval_seed)[0]
+        steps.append(n)
+        returns.append(float(np.mean(episode)))
+        print(f"  {work.name}: {n:>7,} steps  return {returns[-1]:7.1f} ± {np.std(episode):.1f}", flush=True)
+    done.write_text(json.dumps({"steps": steps, "returns": returns}))
+    return steps, returns
+
+
+def references(args: argparse.Namespace, out: Path) -> dict[str, float]:
+    """Expert and random policy on the same seeded episodes; cached."""
+    if out.exists():
+        return json.loads(out.read_text())  # type: ignore[no-any-return]
+    from sb3ext.callbacks import episode_returns
+    from sb3ext.experts import load_expert
+
+    expert = load_expert(args.experts / args.expert)
+    expert_returns, _ = episode_returns(args.env, expert, args.eval_episodes, args.eval_seed, expert.make_env)
+    random_returns, _ = episode_returns(args.env, None, args.eval_episodes, args.eval_seed)
+    refs = {
+        "expert": float(np.mean(expert_returns)),
+        "expert_std": float(np.std(expert_returns)),
+        "random": float(np.mean(random_returns)),
+    }
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(refs))
+    return refs
+
+
+def imitation_curves(folder: Path | None, env_id: str) -> dict[str, list[dict]]:
+    """DAgger and BC results of scripts/benchmark_imitation.py for this env, by method."""
+    curves: dict[str, list[dict]] = {}
+    if folder is None:
+        return curves
+    for path in sorted(folder.glob(f"*-{env_id}-*.json")):
+        result = json.loads(path.read_text())
+        curves.setdefault(result["method"], []).append(result)
+    return curves
 
 
 def main() -> None:
@@ -27,88 +128,132 @@ def main() -> None:
     parser.add_argument("--env", default="BipedalWalkerHardcore-v3")
     parser.add_argument("--expert", default="ppo/BipedalWalkerHardcore-v3_1", help="relative to --experts")
     parser.add_argument("--experts", type=Path, default=ROOT.parent / "shared" / "experts")
-    parser.add_argument("-n", "--timesteps", type=int, default=300_000)
-    parser.add_argument("--eval-freq", type=int, default=20_000)
-    parser.add_argument("--eval-episodes", type=int, default=5)
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument(
-        "--hyperparams", nargs="*", default=[], help="extra zoo hyperparameters, e.g. expert_gae_lambda:0.95 (zoo syntax)"
-    )
-    parser.add_argument("--tag", default="", help="suffix of the output files and work folder")
+    parser.add_argument("-n", "--timesteps", type=int, default=200_000)
+    parser.add_argument("--save-freq", type=int, default=20_000, help="env steps between checkpoints (all envs)")
+    parser.add_argument("--eval-episodes", type=int, default=30)
+    parser.add_argument("--eval-seed", type=int, default=50_000)
+    parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
+    parser.add_argument("--jobs", type=int, default=2)
+    parser.add_argument("--hyperparams", nargs="*", default=[], help="extra zoo hyperparameters (zoo syntax)")
+    parser.add_argument("--tag", default="", help="suffix of the output files and work folders")
+    parser.add_argument("--imitation-dir", type=Path, default=None, help="work folder of benchmark_imitation.py")
     parser.add_argument("--work-dir", type=Path, default=ROOT / "bench_runs" / "value_expert")
     parser.add_argument("--out", type=Path, default=ROOT / "docs" / "benchmarks")
     args = parser.parse_args()
-    expert_path = args.experts / args.expert
+    from sb3ext.callbacks import first_crossing, threshold_between
+
     suffix = f"_{args.tag}" if args.tag else ""
-    work = args.work_dir / f"{args.env}-{args.seed}{suffix}"
-    work.mkdir(parents=True, exist_ok=True)
-    args.out.mkdir(parents=True, exist_ok=True)
+    import yaml
 
-    command = [
-        sys.executable, "-m", "rl_zoo3.train", "--algo", "aggrevated", "--env", args.env, "--seed", str(args.seed),
-        "-n", str(args.timesteps), "--eval-freq", str(args.eval_freq), "--eval-episodes", str(args.eval_episodes),
-        "-f", str(work / "logs"), "--num-threads", "1", "--device", "cpu", "--hyperparams", f"expert:'{expert_path}'",
-        *args.hyperparams,
-    ]  # fmt: skip
-    print("Running:", " ".join(command), flush=True)
-    start = time.perf_counter()
-    with open(work / "train.log", "w") as log:
-        subprocess.run(command, check=True, stdout=log, stderr=subprocess.STDOUT)
-    wall = time.perf_counter() - start
-    evaluations = np.load(sorted((work / "logs" / "aggrevated").glob(f"{args.env}_*/evaluations.npz"))[-1])
-    steps, results = evaluations["timesteps"], evaluations["results"]
+    n_envs = int(yaml.safe_load((ROOT / "hyperparams" / "aggrevated.yml").read_text())[args.env].get("n_envs", 1))
+    works = {seed: args.work_dir / f"{args.env}{suffix}-{seed}" for seed in args.seeds}
+    refs = references(args, args.work_dir / f"{args.env}-references-{args.eval_seed}-{args.eval_episodes}.json")
+    threshold = threshold_between(refs["random"], refs["expert"])
+    print(f"expert {refs['expert']:.1f}, random {refs['random']:.1f}, threshold {threshold:.1f}", flush=True)
 
-    from sb3ext.callbacks import episode_returns
-    from sb3ext.experts import load_expert
+    def one(seed: int) -> dict:
+        trained = train(args, seed, works[seed], n_envs)
+        steps, returns = evaluate_checkpoints(args, works[seed])
+        return {**trained, "steps": steps, "returns": returns}
 
-    expert = load_expert(expert_path)
-    expert_returns, _ = episode_returns(args.env, expert, args.eval_episodes, seed=5000, make_env=expert.make_env)
-    random_returns, _ = episode_returns(args.env, None, 2 * args.eval_episodes, seed=6000)
-    expert_mean, random_mean = float(np.mean(expert_returns)), float(np.mean(random_returns))
+    with ThreadPoolExecutor(args.jobs) as pool:
+        runs = list(pool.map(one, args.seeds))
+
+    rows = []
+    for run in runs:
+        crossed, held = first_crossing(np.array(run["steps"]), np.array(run["returns"]), threshold)
+        rows.append({
+            "method": "AggreVaTeD", "seed": run["seed"], "steps_to_threshold": crossed, "held": held,
+            "wall_s": run["wall_s"], "steps_per_s": args.timesteps / run["wall_s"], "final": run["returns"][-1],
+        })  # fmt: skip
+    others = imitation_curves(args.imitation_dir, args.env)
+    for method, results in others.items():
+        for result in results:
+            crossed, held = first_crossing(np.array(result["timesteps"]), np.array(result["returns"]), threshold)
+            rows.append({
+                "method": {"dagger": "DAgger", "bc": "BC"}.get(method, method), "seed": result["seed"],
+                "steps_to_threshold": crossed, "held": held, "wall_s": result["wall_s"][-1],
+                "steps_per_s": result["timesteps"][-1] / result["wall_s"][-1], "final": result["returns"][-1],
+                "budget": result["timesteps"][-1],
+            })  # fmt: skip
+
+    def median_cell(method: str) -> str:
+        values = [r["steps_to_threshold"] for r in rows if r["method"] == method]
+        reached = sorted(v for v in values if v is not None)
+        if len(reached) * 2 > len(values):
+            return f"{int(np.median([v if v is not None else np.inf for v in values])):,}"
+        return "not reached"
 
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(7, 4.2))
-    means, stds = results.mean(axis=1), results.std(axis=1)
-    ax.plot(steps, means, marker="o", ms=3, label="AggreVaTeD learner (value-only PPO expert)")
-    ax.fill_between(steps, means - stds, means + stds, alpha=0.2)
-    ax.axhline(expert_mean, color="tab:green", ls="--", label=f"PPO expert ({expert_mean:.0f})")
-    ax.axhline(random_mean, color="tab:red", ls=":", label=f"random policy ({random_mean:.0f})")
+    fig, ax = plt.subplots(figsize=(7.5, 4.5))
+    for i, run in enumerate(runs):
+        ax.plot(run["steps"], run["returns"], marker="o", ms=3, color="tab:blue", alpha=0.8,
+                label="AggreVaTeD (zoo CLI)" if i == 0 else None)  # fmt: skip
+    colors = {"dagger": "tab:orange", "bc": "tab:purple"}
+    for method, results in others.items():
+        for i, result in enumerate(results):
+            ax.plot(result["timesteps"], result["returns"], marker="s", ms=3, color=colors.get(method, "gray"), alpha=0.7,
+                    label=f"imitation {method.upper() if method == 'bc' else 'DAgger'}" if i == 0 else None)  # fmt: skip
+    ax.axhline(refs["expert"], color="tab:green", ls="--", label=f"expert ({refs['expert']:.0f})")
+    ax.axhline(threshold, color="gray", ls="-.", label=f"threshold ({threshold:.0f})")
+    ax.axhline(refs["random"], color="tab:red", ls=":", label=f"random ({refs['random']:.0f})")
+    ax.set_xlim(0, args.timesteps * 1.6 if others else args.timesteps * 1.05)
     ax.set_xlabel("environment steps")
-    ax.set_ylabel(f"evaluation return ({args.eval_episodes} deterministic episodes)")
-    ax.set_title(f"AggreVaTeD on {args.env} with a value-only expert")
+    ax.set_ylabel(f"mean return, {args.eval_episodes} seeded episodes")
+    ax.set_title(f"{args.env}, value-only expert {args.expert}")
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8, loc="best")
     fig.tight_layout()
-    png = args.out / f"aggrevated_value_{args.env}{suffix}.png"
-    fig.savefig(png, dpi=110)
+    stem = f"aggrevated_value_{args.env}{suffix}"
+    args.out.mkdir(parents=True, exist_ok=True)
+    fig.savefig(args.out / f"{stem}.png", dpi=110)
+
+    with open(args.out / f"{stem}.csv", "w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=["method", "seed", "steps_to_threshold", "held", "wall_s", "steps_per_s", "final", "budget"])
+        writer.writeheader()
+        for row in rows:
+            writer.writerow({"budget": args.timesteps, **row})
 
     command_text = ("python scripts/benchmark_value_expert.py " + " ".join(sys.argv[1:])).strip()
+    fmt = lambda v: f"{v:,}" if v is not None else "—"  # noqa: E731
     lines = [
         f"# AggreVaTeD on {args.env} with a value-only expert",
         "",
-        f"Generated by `{command_text}` on {time.strftime('%Y-%m-%d')} "
-        f"({wall / 60:.1f} min wall-clock including evaluations).",
+        f"Generated by `{command_text}` on {time.strftime('%Y-%m-%d')}.",
         "",
-        f"Expert: `{args.expert}` (PPO + VecNormalize: V* only, no Q*), estimator A* = r + γ V*(s') − V*(s) on the",
-        "learner's own steps. Learner: `hyperparams/aggrevated.yml` defaults through `python -m rl_zoo3.train`"
-        + (f", with {' '.join(args.hyperparams)}." if args.hyperparams else "."),
+        f"Expert `{args.expert}`; every learner is evaluated on the same {args.eval_episodes} seeded episodes "
+        f"(seeds {args.eval_seed}-{args.eval_seed + args.eval_episodes - 1}) as the expert and a random policy: "
+        f"expert {refs['expert']:.1f} ± {refs['expert_std']:.1f}, random {refs['random']:.1f}, "
+        f"threshold (90% of the way) {threshold:.1f}. AggreVaTeD: `python -m rl_zoo3.train --algo aggrevated --env "
+        f"{args.env} --hyperparams expert:'<expert>' {' '.join(args.hyperparams)}`, everything else from "
+        f"`hyperparams/aggrevated.yml`, a checkpoint every {args.save_freq:,} env steps, budget {args.timesteps:,}.",
         "",
-        f"* random policy: {random_mean:.1f} (mean of {len(random_returns)} episodes)",
-        f"* expert: {expert_mean:.1f} ({', '.join(f'{r:.0f}' for r in expert_returns)})",
-        f"* learner, final evaluation: {means[-1]:.1f} ± {stds[-1]:.1f}; "
-        f"best: {means.max():.1f} at {int(steps[means.argmax()]):,} steps",
+        "| method | seed | env steps to threshold | later evaluations holding it | final return | wall-clock (s) | env steps/s |",
+        "|---|---|---|---|---|---|---|",
+        *[
+            f"| {r['method']} | {r['seed']} | {fmt(r['steps_to_threshold'])} | {r['held']:.0%} | {r['final']:.1f} | "
+            f"{r['wall_s']:.0f} | {r['steps_per_s']:.0f} |"
+            for r in rows
+        ],
         "",
-        "| env steps | learner return (mean ± std) |",
-        "|---|---|",
-        *[f"| {int(s):,} | {m:.1f} ± {d:.1f} |" for s, m, d in zip(steps, means, stds)],
+        "Median env steps to threshold: " + ", ".join(f"{m} {median_cell(m)}" for m in dict.fromkeys(r["method"] for r in rows)) + ".",
+        "AggreVaTeD's wall-clock is the zoo training alone (checkpoint evaluations run afterwards); DAgger's and BC's "
+        "include their evaluations.",
         "",
-        f"![{args.env}]({png.name})",
+        "| env steps | " + " | ".join(f"seed {run['seed']}" for run in runs) + " |",
+        "|---|" + "---|" * len(runs),
+        *[
+            f"| {s:,} | " + " | ".join(f"{run['returns'][i]:.1f}" if i < len(run["returns"]) else "" for run in runs) + " |"
+            for i, s in enumerate(runs[0]["steps"])
+        ],
+        "",
+        f"![{args.env}]({stem}.png)",
     ]
-    (args.out / f"aggrevated_value_{args.env}{suffix}.md").write_text("\n".join(lines) + "\n")
+    (args.out / f"{stem}.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
 
 

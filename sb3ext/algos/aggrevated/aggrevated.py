@@ -58,7 +58,10 @@ class AggreVaTeD(PPO):
 
     * continuous actions: K samples per state, leave-one-out baseline ``A_k = q_k - mean_{j!=k} q_j``;
     * discrete actions: the exact expectation over all actions, baseline ``sum_a pi_old(a|s) Q*(s,a)``;
-    * value-only experts (PPO, A2C: V* but no Q*), ``value_estimator="learned_q"`` (default): a critic
+    * value-only experts (PPO, A2C: V* but no Q*), ``value_estimator="expert_policy"`` (default): the expert's
+      own policy as its soft advantage, ``A*(s, a) = alpha log pi*(a|s)`` (exact for an entropy-regularised
+      optimal expert), scoring K learner samples per aggregated state (all actions when discrete);
+    * value-only experts, ``value_estimator="learned_q"``: a critic
       ``Q_phi(s, a) = V*(s) + A_phi(s, a)`` regressed onto the fixed target ``r + gamma V*(s')`` on the
       transitions of the last roll-ins (learner and expert actions) scores K learner samples per state,
       as a Q* expert's critic would;
@@ -99,8 +102,8 @@ class AggreVaTeD(PPO):
         a pair [low, high]: switch after a number of iterations drawn uniformly in it (LOKI)
     :param expert_gae_lambda: lambda of the ``td`` value-only estimator, ``A*_t = sum_k (gamma lambda)^k delta*_{t+k}``
         (0: the one-step ``r + gamma V*(s') - V*(s)``); unused with Q experts
-    :param value_estimator: estimator for a value-only expert: ``"learned_q"`` (a learned critic, see above) or
-        ``"td"`` (the one-step / lambda estimator on executed steps); unused with Q experts, which use their own Q*
+    :param value_estimator: estimator for a value-only expert: ``"expert_policy"`` (its policy's soft advantage),
+        ``"learned_q"`` (a learned critic, see above) or ``"td"`` (the one-step / lambda estimator on executed steps); unused with Q experts, which use their own Q*
     :param critic_kwargs: settings of the learned critic: ``net_arch`` (default [256, 256]), ``learning_rate``
         (1e-3), ``batch_size`` (256), ``epochs`` (20: Adam steps per iteration = epochs * new transitions /
         batch_size), ``buffer_size`` (100,000 transitions)
@@ -146,7 +149,7 @@ class AggreVaTeD(PPO):
         min_std: float = 0.1,
         rl_switch: int | list[int] | tuple[int, int] | None = None,
         expert_gae_lambda: float = 0.0,
-        value_estimator: str = "learned_q",
+        value_estimator: str = "expert_policy",
         critic_kwargs: dict[str, Any] | None = None,
         use_sde: bool = False,
         target_kl: float | None = 0.02,

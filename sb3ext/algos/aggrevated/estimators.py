@@ -4,7 +4,9 @@
   Q*(s, a), with the leave-one-out baseline ``A_k = q_k - mean_{j != k} q_j``;
 * :class:`QDiscreteEstimator` (DQN, QR-DQN): the exact expectation over all actions, with the baseline
   ``sum_a pi_old(a|s) Q*(s, a)``;
-* :class:`LearnedQEstimator` (PPO, A2C; the default for value-only experts): a critic regressed onto
+* :class:`ExpertPolicyEstimator` (PPO, A2C; the default for value-only experts): the expert's own policy as its
+  soft advantage ``alpha log pi*(a|s)``, scoring K learner samples per state as above;
+* :class:`LearnedQEstimator` (PPO, A2C, ``value_estimator="learned_q"``): a critic regressed onto
   ``r + gamma V*(s')`` on the transitions of the last roll-ins scores K learner samples per state, as above;
 * :class:`ValueOnlyEstimator` (PPO, A2C, ``value_estimator="td"``): on the steps the learner itself executed in
   the latest roll-in, ``A* = r + gamma V*(s') - V*(s)`` in the expert's reward scale, optionally lambda-weighted.
@@ -384,14 +386,15 @@ def make_estimator(
     expert: Expert,
     *,
     gae_lambda: float = 0.0,
-    value_estimator: str = "learned_q",
+    value_estimator: str = "expert_policy",
     learned_q: dict[str, Any] | None = None,
     **kwargs: Any,
 ) -> Estimator:
     """The estimator for this kind of expert.
 
     :param gae_lambda: lambda of the ``td`` estimator
-    :param value_estimator: for value-only experts, ``learned_q`` (:class:`LearnedQEstimator`) or ``td``
+    :param value_estimator: for value-only experts, ``expert_policy`` (:class:`ExpertPolicyEstimator`),
+        ``learned_q`` (:class:`LearnedQEstimator`) or ``td``
         (:class:`ValueOnlyEstimator`); Q experts always use their own Q*
     :param learned_q: the keyword arguments of :class:`LearnedQEstimator` beyond the common ones
     """
