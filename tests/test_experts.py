@@ -221,6 +221,15 @@ def test_vecnormalize_statistics_are_applied() -> None:
     np.testing.assert_array_equal(trusted.predict(normalized, deterministic=True)[0], expert.predict(states)[0])
     value = expert.value(expert.obs_tensor(states))
     th.testing.assert_close(value, trusted.policy.predict_values(th.as_tensor(normalized)).flatten(), rtol=0, atol=0)
+    # log pi*(a|s) of its stochastic policy, as SB3's evaluate_actions computes it (actions inside the bounds)
+    actions = th.as_tensor(np.random.default_rng(0).uniform(-1, 1, (len(states), 4)), dtype=th.float32)
+    _, trusted_log_prob, _ = trusted.policy.evaluate_actions(th.as_tensor(normalized), actions)
+    th.testing.assert_close(expert.log_prob(expert.obs_tensor(states), actions), trusted_log_prob, rtol=1e-6, atol=1e-6)
+    # K samples per state at once; out-of-bound actions are scored as the env executes them (clipped)
+    stacked = th.stack([actions, 3 * actions])
+    scored = expert.log_prob(expert.obs_tensor(states), stacked)
+    assert scored.shape == (2, len(states))
+    th.testing.assert_close(scored[1], expert.log_prob(expert.obs_tensor(states), (3 * actions).clamp(-1, 1)))
 
 
 def test_space_mismatch_names_both_spaces() -> None:
