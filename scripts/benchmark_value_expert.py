@@ -27,6 +27,7 @@ import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -52,11 +53,23 @@ def train(args: argparse.Namespace, seed: int, work: Path, n_envs: int) -> dict:
     ]  # fmt: skip
     start = time.perf_counter()
     with open(work / "train.log", "w") as log:
-        subprocess.run(command, check=True, stdout=log, stderr=subprocess.STDOUT, cwd=work, env={**os.environ, "OMP_NUM_THREADS": "1"})
+        subprocess.run(
+            command, check=True, stdout=log, stderr=subprocess.STDOUT, cwd=work, env={**os.environ, "OMP_NUM_THREADS": "1"}
+        )
     result = {"seed": seed, "wall_s": time.perf_counter() - start, "command": " ".join(command[1:])}
     done.write_text(json.dumps(result))
     print(f"  trained seed {seed}: {result['wall_s']:.0f} s", flush=True)
     return result
+
+
+class NormalizedLearner:
+    """A saved learner acting on raw observations through its checkpoint's frozen VecNormalize statistics."""
+
+    def __init__(self, model: Any, norm: Any):
+        self.model, self.norm = model, norm
+
+    def predict(self, obs: np.ndarray, deterministic: bool = True) -> Any:
+        return self.model.predict(self.norm.normalize_obs(obs) if self.norm is not None else obs, deterministic=True)
 
 
 def evaluate_checkpoints(args: argparse.Namespace, work: Path) -> tuple[list[int], list[float]]:
@@ -80,11 +93,7 @@ def evaluate_checkpoints(args: argparse.Namespace, work: Path) -> tuple[list[int
         stats = run_dir / f"rl_model_vecnormalize_{n}_steps.pkl"
         norm = VecNormalize.load(str(stats), make_vec_env(args.env, n_envs=1)) if stats.exists() else None
 
-        class Learner:
-            def predict(self, obs: np.ndarray, deterministic: bool = True):  # type: ignore[no-untyped-def]
-                return model.predict(norm.normalize_obs(obs) if norm is not None else obs, deterministic=True)
-
-        episode = episode_returns(args.env, Learner(), args.eval_episodes, seed=args.eval_seed)[0]
+        episode = episode_returns(args.env, NormalizedLearner(model, norm), args.eval_episodes, seed=args.eval_seed)[0]
         steps.append(n)
         returns.append(float(np.mean(episode)))
         print(f"  {work.name}: {n:>7,} steps  return {returns[-1]:7.1f} ± {np.std(episode):.1f}", flush=True)
@@ -213,7 +222,9 @@ def main() -> None:
     fig.savefig(args.out / f"{stem}.png", dpi=110)
 
     with open(args.out / f"{stem}.csv", "w", newline="") as handle:
-        writer = csv.DictWriter(handle, fieldnames=["method", "seed", "steps_to_threshold", "held", "wall_s", "steps_per_s", "final", "budget"])
+        writer = csv.DictWriter(
+            handle, fieldnames=["method", "seed", "steps_to_threshold", "held", "wall_s", "steps_per_s", "final", "budget"]
+        )
         writer.writeheader()
         for row in rows:
             writer.writerow({"budget": args.timesteps, **row})
@@ -232,7 +243,8 @@ def main() -> None:
         f"{args.env} --hyperparams expert:'<expert>' {' '.join(args.hyperparams)}`, everything else from "
         f"`hyperparams/aggrevated.yml`, a checkpoint every {args.save_freq:,} env steps, budget {args.timesteps:,}.",
         "",
-        "| method | seed | env steps to threshold | later evaluations holding it | final return | wall-clock (s) | env steps/s |",
+        "| method | seed | env steps to threshold | later evaluations holding it | final return | wall-clock (s) "
+        "| env steps/s |",
         "|---|---|---|---|---|---|---|",
         *[
             f"| {r['method']} | {r['seed']} | {fmt(r['steps_to_threshold'])} | {r['held']:.0%} | {r['final']:.1f} | "
@@ -240,7 +252,9 @@ def main() -> None:
             for r in rows
         ],
         "",
-        "Median env steps to threshold: " + ", ".join(f"{m} {median_cell(m)}" for m in dict.fromkeys(r["method"] for r in rows)) + ".",
+        "Median env steps to threshold: "
+        + ", ".join(f"{m} {median_cell(m)}" for m in dict.fromkeys(r["method"] for r in rows))
+        + ".",
         "AggreVaTeD's wall-clock is the zoo training alone (checkpoint evaluations run afterwards); DAgger's and BC's "
         "include their evaluations.",
         "",

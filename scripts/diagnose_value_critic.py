@@ -86,7 +86,9 @@ def fit_and_probe(data, y, expert, action_space, steps: int, seed: int) -> dict[
         q_expert = critic(held_obs, scale_actions(expert_actions, action_space))
         for sigma in (0.1, 0.3, 0.5):
             perturbed = expert_actions + sigma * th.randn_like(expert_actions)
-            result[f"wins_{sigma}"] = float((q_expert > critic(held_obs, scale_actions(perturbed, action_space))).float().mean())
+            result[f"wins_{sigma}"] = float(
+                (q_expert > critic(held_obs, scale_actions(perturbed, action_space))).float().mean()
+            )
     return result
 
 
@@ -129,7 +131,9 @@ def main() -> None:
         f"half the steps and that action + N(0, {args.noise}²) at the others. sb3ext's learned critic (256-256, the "
         f"`learned_q` network) fitted with {args.steps:,} Adam steps on 80%, probed on the held-out 20%.",
         "",
-        "| target | mean, expert actions | mean, perturbed actions | std | corr. with log π*(a\\|s) | critic held-out MSE / target variance | critic prefers the expert's action to a perturbation of σ = 0.1 / 0.3 / 0.5 |",
+        "| target | mean, expert actions | mean, perturbed actions | std | corr. with log π*(a\\|s) "
+        "| critic held-out MSE / target variance "
+        "| critic prefers the expert's action to a perturbation of σ = 0.1 / 0.3 / 0.5 |",
         "|---|---|---|---|---|---|---|",
     ]
     for lam, y, probe in rows:

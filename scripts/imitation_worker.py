@@ -148,7 +148,11 @@ def main() -> None:
                     while next_eval <= venv.steps:
                         next_eval += args.eval_every
                     curve.append(
-                        (venv.steps, evaluate(trainer.policy, args.env, args.eval_episodes, 50_000), time.perf_counter() - start)
+                        (
+                            venv.steps,
+                            evaluate(trainer.policy, args.env, args.eval_episodes, 50_000),
+                            time.perf_counter() - start,
+                        )
                     )
                     print(f"dagger {args.env} seed {args.seed}: {curve[-1][0]} steps, return {curve[-1][1]:.1f}", flush=True)
     else:

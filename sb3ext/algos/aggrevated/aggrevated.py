@@ -103,7 +103,8 @@ class AggreVaTeD(PPO):
     :param expert_gae_lambda: lambda of the ``td`` value-only estimator, ``A*_t = sum_k (gamma lambda)^k delta*_{t+k}``
         (0: the one-step ``r + gamma V*(s') - V*(s)``); unused with Q experts
     :param value_estimator: estimator for a value-only expert: ``"expert_policy"`` (its policy's soft advantage),
-        ``"learned_q"`` (a learned critic, see above) or ``"td"`` (the one-step / lambda estimator on executed steps); unused with Q experts, which use their own Q*
+        ``"learned_q"`` (a learned critic, see above) or ``"td"`` (the one-step / lambda estimator on executed
+        steps); unused with Q experts, which use their own Q*
     :param critic_kwargs: settings of the learned critic: ``net_arch`` (default [256, 256]), ``learning_rate``
         (1e-3), ``batch_size`` (256), ``epochs`` (20: Adam steps per iteration = epochs * new transitions /
         batch_size), ``buffer_size`` (100,000 transitions)

@@ -51,15 +51,19 @@ class CriticSettings:
         allowed = [f.name for f in fields(cls)]
         unknown = sorted(set(kwargs) - set(allowed))
         if unknown:
-            raise ValueError(f"{owner}: unknown critic_kwargs key(s) {', '.join(map(repr, unknown))}; allowed: {', '.join(allowed)}")
+            raise ValueError(
+                f"{owner}: unknown critic_kwargs key(s) {', '.join(map(repr, unknown))}; allowed: {', '.join(allowed)}"
+            )
 
         def bad(key: str, what: str) -> ValueError:
             return ValueError(f"{owner}: invalid critic_kwargs[{key!r}]={kwargs[key]!r}; allowed: {what}")
 
         if "net_arch" in kwargs:
             arch = kwargs["net_arch"]
-            if not isinstance(arch, (list, tuple)) or not arch or not all(
-                isinstance(n, int) and not isinstance(n, bool) and 1 <= n <= 4096 for n in arch
+            if (
+                not isinstance(arch, (list, tuple))
+                or not arch
+                or not all(isinstance(n, int) and not isinstance(n, bool) and 1 <= n <= 4096 for n in arch)
             ):
                 raise bad("net_arch", "a non-empty list of layer sizes, integers in [1, 4096]")
             kwargs["net_arch"] = tuple(arch)
@@ -86,7 +90,9 @@ class TransitionBuffer:
     :param action_shape: shape of one critic action (``(act_dim,)`` in [-1, 1], or ``()`` for a discrete index)
     """
 
-    def __init__(self, capacity: int, learner_shape: tuple[int, ...], expert_shape: tuple[int, ...], action_shape: tuple[int, ...]):
+    def __init__(
+        self, capacity: int, learner_shape: tuple[int, ...], expert_shape: tuple[int, ...], action_shape: tuple[int, ...]
+    ):
         self.capacity = capacity
         self.learner_obs = np.zeros((capacity, *learner_shape), dtype=np.float32)
         self.expert_obs = np.zeros((capacity, *expert_shape), dtype=np.float32)
@@ -124,7 +130,7 @@ class AdvantageCritic(nn.Module):
     def __init__(self, obs_dim: int, action_space: spaces.Space, net_arch: tuple[int, ...]):
         super().__init__()
         self.discrete = isinstance(action_space, spaces.Discrete)
-        in_dim = obs_dim + (0 if self.discrete else int(np.prod(action_space.shape)))
+        in_dim = obs_dim + (0 if self.discrete else int(np.prod(action_space.shape or ())))
         out_dim = int(action_space.n) if self.discrete else 1  # type: ignore[attr-defined]
         layers: list[nn.Module] = []
         for size in net_arch:

@@ -178,7 +178,11 @@ class ExpertPolicyEstimator(_QEstimator):
                 all_actions = th.arange(n_actions, device=self.device).reshape(-1, 1).expand(n_actions, len(probs))
                 q = expert.log_prob(expert_obs, all_actions).T  # (N, n_actions)
                 learner_q = (probs * q).sum(dim=-1)
-                stats = {"q_mean": learner_q.mean(), "q_std": learner_q.std(), "q_gap": (q.max(dim=-1).values - learner_q).mean()}
+                stats = {
+                    "q_mean": learner_q.mean(),
+                    "q_std": learner_q.std(),
+                    "q_gap": (q.max(dim=-1).values - learner_q).mean(),
+                }
                 per_state = True if self.per_state_normalization is None else self.per_state_normalization
                 return DistributionScores(probs, q, self._normalize(expected_advantages(q, probs), per_state, -1)), stats
             actions = distribution.sample((self.n_action_samples,))  # (K, N, act_dim)
@@ -265,7 +269,9 @@ class LearnedQEstimator(Estimator):
                 f"The learned critic needs flat observations, the expert's are {expert_shape}: "
                 "use value_estimator='td' for image observations"
             )
-        if isinstance(action_space, spaces.Box) and not (np.all(np.isfinite(action_space.low)) and np.all(np.isfinite(action_space.high))):
+        if isinstance(action_space, spaces.Box) and not (
+            np.all(np.isfinite(action_space.low)) and np.all(np.isfinite(action_space.high))
+        ):
             raise ValueError(f"The learned critic needs a bounded action space, got {action_space}: use value_estimator='td'")
         self.action_space = action_space
         self.discrete = isinstance(action_space, spaces.Discrete)
@@ -328,9 +334,14 @@ class LearnedQEstimator(Estimator):
             loss.backward()
             self.optimizer.step()
             losses.append(loss.detach())
-        return {"critic_loss": th.stack(losses).mean() if losses else th.zeros(()), "critic_updates": th.tensor(float(n_updates))}
+        return {
+            "critic_loss": th.stack(losses).mean() if losses else th.zeros(()),
+            "critic_updates": th.tensor(float(n_updates)),
+        }
 
-    def samples(self, record: RollInArrays, rollout_buffer: Any, policy: Any) -> tuple[th.Tensor, Scores, dict[str, th.Tensor]]:
+    def samples(
+        self, record: RollInArrays, rollout_buffer: Any, policy: Any
+    ) -> tuple[th.Tensor, Scores, dict[str, th.Tensor]]:
         """Add the latest roll-in, fit the critic, and score the learner at the last ``score_window`` states."""
         stats = self.add(record, rollout_buffer)
         stats.update(self.fit(record.use_expert.size))
