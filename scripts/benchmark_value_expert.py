@@ -19,6 +19,7 @@ folder of ``scripts/benchmark_imitation.py``), DAgger's and BC's curves on the s
 from __future__ import annotations
 
 import argparse
+import ast
 import csv
 import json
 import os
@@ -121,6 +122,41 @@ def references(args: argparse.Namespace, out: Path) -> dict[str, float]:
     return refs
 
 
+def throughput(args: argparse.Namespace, steps: int = 8_192, repeats: int = 3) -> dict[str, float]:
+    """Env steps per second of each value-only estimator at the YAML settings, alternating in one process.
+
+    ``learn(steps)`` after one warm-up iteration, ``repeats`` times per estimator, interleaved; the median.
+    """
+    import yaml
+    from stable_baselines3.common.env_util import make_vec_env
+    from stable_baselines3.common.vec_env import VecNormalize
+
+    from sb3ext.algos.aggrevated import AggreVaTeD
+
+    entry = dict(yaml.safe_load((ROOT / "hyperparams" / "aggrevated.yml").read_text())[args.env])
+    for key in ("expert", "n_timesteps", "normalize", "policy"):
+        entry.pop(key, None)
+    n_envs = int(entry.pop("n_envs", 1))
+    if isinstance(entry.get("policy_kwargs"), str):  # the zoo's "dict(key=literal, ...)" string
+        call = ast.parse(entry["policy_kwargs"], mode="eval").body
+        if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Name) and call.func.id == "dict"):
+            raise ValueError(f"policy_kwargs: expected dict(...), got {entry['policy_kwargs']!r}")
+        entry["policy_kwargs"] = {kw.arg: ast.literal_eval(kw.value) for kw in call.keywords}
+    models = {}
+    for estimator in ("expert_policy", "learned_q", "td"):
+        env = VecNormalize(make_vec_env(args.env, n_envs=n_envs, seed=0), norm_reward=False)
+        params = {**entry, "value_estimator": estimator}
+        models[estimator] = AggreVaTeD("MlpPolicy", env, expert=args.experts / args.expert, seed=0, device="cpu", **params)
+        models[estimator].learn(n_envs * int(entry["n_steps"]))  # warm-up
+    timings: dict[str, list[float]] = {name: [] for name in models}
+    for _ in range(repeats):
+        for name, model in models.items():
+            start = time.perf_counter()
+            model.learn(steps, reset_num_timesteps=False)
+            timings[name].append(steps / (time.perf_counter() - start))
+    return {name: float(np.median(values)) for name, values in timings.items()}
+
+
 def imitation_curves(folder: Path | None, env_id: str) -> dict[str, list[dict]]:
     """DAgger and BC results of scripts/benchmark_imitation.py for this env, by method."""
     curves: dict[str, list[dict]] = {}
@@ -148,6 +184,7 @@ def main() -> None:
     parser.add_argument("--imitation-dir", type=Path, default=None, help="work folder of benchmark_imitation.py")
     parser.add_argument("--work-dir", type=Path, default=ROOT / "bench_runs" / "value_expert")
     parser.add_argument("--out", type=Path, default=ROOT / "docs" / "benchmarks")
+    parser.add_argument("--throughput", action="store_true", help="also time the three value-only estimators")
     args = parser.parse_args()
     from sb3ext.callbacks import first_crossing, threshold_between
 
@@ -210,7 +247,8 @@ def main() -> None:
     ax.axhline(refs["expert"], color="tab:green", ls="--", label=f"expert ({refs['expert']:.0f})")
     ax.axhline(threshold, color="gray", ls="-.", label=f"threshold ({threshold:.0f})")
     ax.axhline(refs["random"], color="tab:red", ls=":", label=f"random ({refs['random']:.0f})")
-    ax.set_xlim(0, args.timesteps * 1.6 if others else args.timesteps * 1.05)
+    last = max([args.timesteps] + [r["timesteps"][-1] for results in others.values() for r in results])
+    ax.set_xlim(0, last * 1.03)
     ax.set_xlabel("environment steps")
     ax.set_ylabel(f"mean return, {args.eval_episodes} seeded episodes")
     ax.set_title(f"{args.env}, value-only expert {args.expert}")
@@ -267,6 +305,17 @@ def main() -> None:
         "",
         f"![{args.env}]({stem}.png)",
     ]
+    if args.throughput:
+        speeds = throughput(args)
+        lines += [
+            "",
+            "Throughput at these YAML settings (env steps per second of `learn`, updates included, median of 3 "
+            "interleaved repeats of 8,192 steps in one process, one thread):",
+            "",
+            "| value_estimator | env steps/s | relative to `td` |",
+            "|---|---|---|",
+            *[f"| `{name}` | {speed:.0f} | {speed / speeds['td']:.2f} |" for name, speed in speeds.items()],
+        ]
     (args.out / f"{stem}.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
 
