@@ -298,6 +298,34 @@ def test_load_with_expert_kwarg_continues_the_schedule(tmp_path: Path) -> None:
     assert loaded._expert is not None and loaded.beta == pytest.approx(0.5 * 0.5**2)
 
 
+def test_model_saved_before_value_estimators_loads_and_trains(tmp_path: Path) -> None:
+    """A checkpoint without ``value_estimator`` / ``critic_kwargs`` (saved by an older sb3ext) loads, predicts the
+    same, and trains on with a value-only expert (the current default estimator)."""
+    import json
+
+    env = make_vec_env("BipedalWalker-v3", n_envs=2, seed=0)
+    model = AggreVaTeD("MlpPolicy", env, expert=shared_expert("ppo/BipedalWalker-v3_1"), seed=0, **SMALL)
+    model.learn(16)
+    model.save(tmp_path / "agent.zip")
+    old = tmp_path / "old.zip"
+    with zipfile.ZipFile(tmp_path / "agent.zip") as source, zipfile.ZipFile(old, "w") as target:
+        for item in source.infolist():
+            content = source.read(item.filename)
+            if item.filename == "data":
+                data = json.loads(content)
+                assert "value_estimator" in data and "critic_kwargs" in data
+                del data["value_estimator"], data["critic_kwargs"]
+                content = json.dumps(data).encode()
+            target.writestr(item, content)
+    loaded = AggreVaTeD.load(old, env=make_vec_env("BipedalWalker-v3", n_envs=2, seed=1))
+    obs = np.stack([env.observation_space.sample() for _ in range(5)])
+    np.testing.assert_array_equal(model.predict(obs, deterministic=True)[0], loaded.predict(obs, deterministic=True)[0])
+    assert loaded.value_estimator == "expert_policy" and loaded.critic_kwargs is None
+    loaded.set_expert(shared_expert("ppo/BipedalWalker-v3_1"))
+    loaded.learn(16, reset_num_timesteps=False)
+    assert loaded.imitation_iterations == 2
+
+
 def _trajectory(seed: int) -> tuple[np.ndarray, np.ndarray]:
     model = pendulum_model(seed=seed)
     recorder = ActionRecorder()
