@@ -442,3 +442,29 @@ def test_env_wrappers_from_config_are_allow_listed(tmp_path: Path) -> None:
     )
     env = load_expert(folder).make_env("Pendulum-v1")
     assert isinstance(env, gym.wrappers.TimeLimit) and env._max_episode_steps == 50  # rl_zoo3 subclasses TimeLimit
+
+
+def test_agent_trained_by_the_current_zoo_with_a_linear_schedule_loads(tmp_path: Path) -> None:
+    """``rl_zoo3.train`` with ``lin_`` schedules pickles ``rl_zoo3.utils.SimpleLinearSchedule`` by reference into the
+    schedule fields: a name the loader must accept (those fields are never built), while any other foreign name in
+    the same field is still refused."""
+    import cloudpickle
+    from rl_zoo3.utils import SimpleLinearSchedule
+    from stable_baselines3.common.utils import FloatSchedule
+
+    from tests.hostile import _edit_data, _serialized
+
+    folder = tmp_path / "ppo"
+    shutil.copytree(shared_expert("ppo/BipedalWalker-v3_1"), folder)
+    zip_path = next(folder.glob("*.zip"))
+
+    def schedules(data: dict) -> None:
+        data["learning_rate"] = _serialized(cloudpickle.dumps(SimpleLinearSchedule(2.5e-4)))
+        data["lr_schedule"] = _serialized(cloudpickle.dumps(FloatSchedule(SimpleLinearSchedule(2.5e-4))))
+
+    _edit_data(zip_path, schedules)
+    expert = load_expert(folder)
+    assert expert.kind == VALUE_ONLY
+    _edit_data(zip_path, lambda data: data.update(learning_rate=_serialized(pickle.dumps(shutil.copytree))))
+    with pytest.raises(UnsafeObjectError, match=r"\[data: learning_rate\]: refused to load shutil.copytree"):
+        load_expert(folder)

@@ -69,6 +69,10 @@ _SCANNED_MODULES = (
     "_codecs",
 )
 _SCANNED_BUILTINS = {"float", "int", "getattr", "set", "frozenset", "bool", "list", "dict", "tuple", "object", "type"}
+#: Single names from other trusted packages that scanned fields may hold: the zoo's own schedule class, which
+#: ``rl_zoo3.train`` pickles by reference into ``learning_rate`` / ``lr_schedule`` / ``clip_range`` of every
+#: agent it trains with a ``lin_`` schedule (never built here either)
+_SCANNED_NAMES = {("rl_zoo3.utils", "SimpleLinearSchedule")}
 
 
 # ------------------------------------------------------------------------------------------------ allow-lists
@@ -196,6 +200,8 @@ def _scan(archive: CheckpointArchive, data: dict[str, Any], key: str) -> None:
     for module, name in _globals(raw, source):
         root = module.split(".")[0]
         if (root in ("builtins", "__builtin__") and name in _SCANNED_BUILTINS) or root in _SCANNED_MODULES:
+            continue
+        if (module, name) in _SCANNED_NAMES:
             continue
         raise UnsafeObjectError(
             f"{source}: refused to load {module}.{name} (this field is never built, but a checkpoint naming it is "
