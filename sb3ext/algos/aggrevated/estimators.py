@@ -302,7 +302,7 @@ class LearnedQEstimator(Estimator):
         targets = rewards + self.expert.gamma * not_terminated * next_values - values
         actions = self._critic_actions(th.as_tensor(rollout_buffer.actions.reshape(n, -1), device=self.device))
         with th.no_grad():
-            predicted = self.critic(expert_obs, actions.float() if not self.discrete else actions)
+            predicted = self.critic(expert_obs, actions)
         error = ((predicted - targets) ** 2).mean()
         variance = targets.var() if n > 1 else th.zeros((), device=self.device)
         self.buffer.add(
