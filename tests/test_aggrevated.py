@@ -425,6 +425,25 @@ def test_value_only_advantages_match_hand_computation(lam: float, expected: list
     assert stats["learner_steps"].item() == 6
 
 
+@pytest.mark.parametrize(
+    "lam,expected", [(0.0, [2.0, 1.0, -3.0]), (0.5, [2.0 + 0.25 * (1.0 + 0.25 * -3.0), 1.0 + 0.25 * -3.0, -3.0])]
+)
+def test_learned_critic_targets_match_hand_computation(lam: float, expected: list[float]) -> None:
+    """The critic's fixed targets: delta* (as above), or its (gamma lambda)-weighted sums along the roll-in."""
+    from stable_baselines3.common.vec_env import DummyVecEnv
+
+    from tests.toy_experts import LinearValueExpert
+
+    env = DummyVecEnv([CounterEnv])
+    expert = LinearValueExpert(env.observation_space, env.action_space, slope=2.0, gamma=0.5)
+    model = AggreVaTeD("MlpPolicy", env, expert=expert, n_steps=6, batch_size=6, beta_init=0.0, value_estimator="learned_q",
+                       critic_kwargs={"target_lambda": lam}, seed=0, policy_kwargs=dict(net_arch=[8]))  # fmt: skip
+    model._setup_learn(6, None)
+    model.collect_rollouts(model.env, model._init_callback(None), model.rollout_buffer, model.n_steps)
+    model._estimator.add(model._rollin_record.arrays(), model.rollout_buffer)
+    np.testing.assert_allclose(model._estimator.buffer.targets[:6], expected * 2, rtol=1e-6)
+
+
 def test_value_only_expert_steps_are_left_out() -> None:
     from stable_baselines3.common.vec_env import DummyVecEnv
 
@@ -535,6 +554,7 @@ def test_learned_critic_fits_the_one_step_target_and_steers_the_learner() -> Non
         ({"net_arch": []}, r"invalid critic_kwargs\['net_arch'\]=\[\]"),
         ({"epochs": 0}, r"invalid critic_kwargs\['epochs'\]=0"),
         ({"batch_size": 2.5}, r"invalid critic_kwargs\['batch_size'\]=2.5"),
+        ({"target_lambda": 1.5}, r"invalid critic_kwargs\['target_lambda'\]=1.5; allowed: a number in \[0, 1\]"),
         ("big", r"invalid critic_kwargs='big'"),
     ],
 )

@@ -36,6 +36,8 @@ class CriticSettings:
     :param batch_size: transitions per gradient step
     :param epochs: gradient steps per iteration = ceil(epochs * new transitions / batch_size)
     :param buffer_size: transitions kept to train on (at least the states re-scored by the learner)
+    :param target_lambda: lambda of the target: ``sum_k (gamma lambda)^k delta*_{t+k}`` along the roll-in
+        (0: the one-step ``delta* = r + gamma V*(s') - V*(s)``)
     """
 
     net_arch: tuple[int, ...] = field(default=(256, 256))
@@ -43,6 +45,7 @@ class CriticSettings:
     batch_size: int = 256
     epochs: float = 20.0
     buffer_size: int = 100_000
+    target_lambda: float = 0.0
 
     @classmethod
     def from_kwargs(cls, kwargs: dict[str, Any] | None, owner: str = "AggreVaTeD") -> CriticSettings:
@@ -73,6 +76,11 @@ class CriticSettings:
                 if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= low:
                     raise bad(key, "a finite number > 0")
                 kwargs[key] = kind(value)
+        if "target_lambda" in kwargs:
+            value = kwargs["target_lambda"]
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 <= value <= 1.0:
+                raise bad("target_lambda", "a number in [0, 1]")
+            kwargs["target_lambda"] = float(value)
         for key in ("batch_size", "buffer_size"):
             if key in kwargs:
                 value = kwargs[key]

@@ -48,6 +48,20 @@ def expected_advantages(q: th.Tensor, probs: th.Tensor) -> th.Tensor:
     return q - (probs * q).sum(dim=-1, keepdim=True)
 
 
+def lambda_sums(deltas: np.ndarray, dones: np.ndarray, decay: float) -> np.ndarray:
+    """``A_t = sum_k decay^k delta_{t+k}`` along each env's column of a roll-in (n_steps, n_envs), cut at episode ends.
+
+    With ``decay = gamma * lambda`` this is GAE on the expert's value; the last step of the roll-in keeps its own
+    delta only (the expert's V*(s') bootstraps it).
+    """
+    sums = np.zeros_like(deltas)
+    running = np.zeros(deltas.shape[1:], dtype=deltas.dtype)
+    for step in reversed(range(len(deltas))):
+        running = deltas[step] + decay * (1.0 - dones[step]) * running
+        sums[step] = running
+    return sums
+
+
 class SampledScores(NamedTuple):
     """Scored actions: K fresh samples per state (Q* experts) or the one executed (value-only experts)."""
 
@@ -213,13 +227,9 @@ class ValueOnlyEstimator(Estimator):
             next_values = expert.value(th.as_tensor(record.next_expert_obs.reshape(n_steps * n_envs, -1), device=self.device))
         values_np = values.cpu().numpy().reshape(n_steps, n_envs)
         next_values_np = next_values.cpu().numpy().reshape(n_steps, n_envs)
-        gamma, lam = expert.gamma, float(self.gae_lambda)
+        gamma = expert.gamma
         deltas = record.rewards + gamma * next_values_np * (1.0 - record.terminated) - values_np
-        advantages = np.zeros_like(deltas)
-        running = np.zeros(n_envs, dtype=np.float32)
-        for step in reversed(range(n_steps)):
-            running = deltas[step] + gamma * lam * (1.0 - record.dones[step]) * running
-            advantages[step] = running
+        advantages = lambda_sums(deltas, record.dones, gamma * float(self.gae_lambda))
         learner_steps = ~record.use_expert
         obs = th.as_tensor(rollout_buffer.observations[learner_steps], device=self.device)
         actions = th.as_tensor(rollout_buffer.actions[learner_steps], device=self.device)
@@ -300,6 +310,10 @@ class LearnedQEstimator(Estimator):
         not_terminated = th.as_tensor(1.0 - record.terminated.reshape(n), device=self.device, dtype=th.float32)
         rewards = th.as_tensor(record.rewards.reshape(n), device=self.device, dtype=th.float32)
         targets = rewards + self.expert.gamma * not_terminated * next_values - values
+        if self.settings.target_lambda > 0:
+            decay = self.expert.gamma * self.settings.target_lambda
+            sums = lambda_sums(targets.cpu().numpy().reshape(n_steps, n_envs), record.dones, decay)
+            targets = th.as_tensor(sums.reshape(n), device=self.device)
         actions = self._critic_actions(th.as_tensor(rollout_buffer.actions.reshape(n, -1), device=self.device))
         with th.no_grad():
             predicted = self.critic(expert_obs, actions)
