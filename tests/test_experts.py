@@ -468,3 +468,76 @@ def test_agent_trained_by_the_current_zoo_with_a_linear_schedule_loads(tmp_path:
     _edit_data(zip_path, lambda data: data.update(learning_rate=_serialized(pickle.dumps(shutil.copytree))))
     with pytest.raises(UnsafeObjectError, match=r"\[data: learning_rate\]: refused to load shutil.copytree"):
         load_expert(folder)
+
+
+# ------------------------------------------------------------------ MuJoCo: zoo -v3 experts on the -v4 / -v5 envs
+MUJOCO_EXPERTS = [
+    ("sac/HalfCheetah-v3_1", "HalfCheetah-v5"),
+    ("sac/Swimmer-v3_1", "Swimmer-v5"),
+    ("tqc/Hopper-v3_1", "Hopper-v4"),
+    ("tqc/HalfCheetah-v3_1", "HalfCheetah-v4"),
+]
+
+
+@pytest.mark.parametrize("folder,env_id", MUJOCO_EXPERTS)
+def test_zoo_v3_mujoco_experts_act_on_newer_envs_and_say_so_once(folder: str, env_id: str) -> None:
+    """The v3-era checkpoints load safely, are told apart from the env they act on (one warning naming both ids and
+    the checked spaces), and steer the newer env: their first 200 deterministic steps earn far more than random."""
+    pytest.importorskip("mujoco")
+    from sb3ext.experts import expert as expert_module
+
+    expert = load_expert(shared_expert(folder))
+    assert expert.env_id == folder.split("/")[1].rsplit("_", 1)[0] and expert.kind == Q_CONTINUOUS
+    env = gym.make(env_id)
+    expert_module._WARNED_OTHER_ENV.clear()
+    with pytest.warns(
+        UserWarning, match=rf"trained on {expert.env_id} and now acts on {env_id}.*match this env's \(checked\)"
+    ):
+        expert.check_spaces(env.observation_space, env.action_space, env_id)
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        expert.check_spaces(env.observation_space, env.action_space, env_id)  # once only
+        expert.check_spaces(env.observation_space, env.action_space, expert.env_id)  # same id: silent
+
+    def total_reward(policy) -> float:
+        obs, _ = env.reset(seed=0)
+        total = 0.0
+        for _ in range(200):
+            obs, reward, terminated, truncated, _ = env.step(policy(obs))
+            total += float(reward)
+            if terminated or truncated:
+                break
+        return total
+
+    env.action_space.seed(0)
+    expert_return = total_reward(lambda obs: expert.act(obs[None])[0])
+    random_return = total_reward(lambda obs: env.action_space.sample())
+    # 200 steps of the experts: HalfCheetah ~1,800-2,400, Swimmer ~60, Hopper ~600; random: ~-60, ~0, ~20
+    assert expert_return > random_return + {"HalfCheetah": 1000, "Swimmer": 25, "Hopper": 300}[env_id.split("-")[0]]
+
+
+def test_mismatched_mujoco_expert_names_both_envs() -> None:
+    pytest.importorskip("mujoco")
+    expert = load_expert(shared_expert("tqc/Hopper-v3_1"))
+    env = gym.make("HalfCheetah-v5")
+    with pytest.raises(ValueError, match=r"expert observation space Box\(shape=\(11,\).*environment observation space Box\(shape=\(17,\)"
+                                         r".*trained on Hopper-v3, not HalfCheetah-v5"):  # fmt: skip
+        expert.check_spaces(env.observation_space, env.action_space, "HalfCheetah-v5")
+
+
+@pytest.mark.parametrize(
+    "model_file,hub,expected",
+    [
+        ("x/sac/Walker2d-v3_1/Walker2d-v3.zip", None, "Walker2d-v3"),
+        ("x/model.zip", None, None),
+        ("ignored.zip", "sb3/tqc-BipedalWalkerHardcore-v3", "BipedalWalkerHardcore-v3"),
+        ("ignored.zip", "sb3/dqn-SpaceInvadersNoFrameskip-v4@main", "SpaceInvadersNoFrameskip-v4"),
+        ("ignored.zip", "someone/my-agent", None),
+    ],
+)
+def test_trained_env_id_from_zoo_naming(model_file: str, hub: str | None, expected: str | None) -> None:
+    from sb3ext.experts.expert import trained_env_id
+
+    assert trained_env_id(Path(model_file), hub) == expected

@@ -27,6 +27,8 @@ observation normalisation is applied inside):
 from __future__ import annotations
 
 import os
+import re
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -159,6 +161,23 @@ def spaces_match(a: spaces.Space, b: spaces.Space, within: bool = False) -> bool
     return a == b
 
 
+#: (expert source, env id) pairs already told that the expert was trained on another version of the env
+_WARNED_OTHER_ENV: set[tuple[str, str]] = set()
+
+_ENV_ID = re.compile(r"^(?:[\w.-]+/)?[\w.:-]+-v\d+$")
+
+
+def trained_env_id(model_file: Path, hub_repo: str | None = None) -> str | None:
+    """The env id a zoo checkpoint was trained on, from its naming: ``<algo>-<EnvId>`` on the Hub, ``<EnvId>.zip``
+    in a zoo folder (``<algo>/<EnvId>_<n>/<EnvId>.zip``); None when the name is not an env id."""
+    if hub_repo is not None:
+        name = hub_repo.split("@")[0].split("/")[-1]
+        candidate = name.split("-", 1)[1] if "-" in name else name
+    else:
+        candidate = model_file.stem
+    return candidate if _ENV_ID.match(candidate) else None
+
+
 class Expert:
     """A frozen pretrained agent that an imitation learner can query.
 
@@ -169,6 +188,7 @@ class Expert:
     :param source: where it was loaded from (for messages)
     :param config: the zoo hyperparameters it was trained with (``config.yml``), if known
     :param normalization: frozen statistics of its ``VecNormalize``, if it was trained with one
+    :param env_id: the id of the env it was trained on (from the zoo's file or Hub naming), if known
     """
 
     def __init__(
@@ -177,8 +197,10 @@ class Expert:
         source: str = "<memory>",
         config: dict[str, Any] | None = None,
         normalization: Normalization | None = None,
+        env_id: str | None = None,
     ):
         self.model = model
+        self.env_id = env_id
         # Any: its critic / q_net / quantile_net depend on the algorithm (checked in ``kind``)
         self.policy: Any = model.policy
         self.policy.set_training_mode(False)
@@ -253,8 +275,13 @@ class Expert:
     def __repr__(self) -> str:
         return f"Expert({self.algo_name}, {self.kind}, source={self.source!r})"
 
-    def check_spaces(self, observation_space: spaces.Space, action_space: spaces.Space) -> None:
-        """Raise ``ValueError`` naming both spaces if the expert cannot act in this environment."""
+    def check_spaces(self, observation_space: spaces.Space, action_space: spaces.Space, env_id: str | None = None) -> None:
+        """Raise ``ValueError`` naming both spaces if the expert cannot act in this environment.
+
+        :param env_id: the environment's id: when it is not the one the expert was trained on (a zoo ``-v3``
+            MuJoCo expert on a ``-v5`` env) and the spaces match, say so once (a ``UserWarning``)
+        """
+        other_version = bool(env_id and self.env_id and env_id != self.env_id)
         for what, mine, theirs in (
             ("observation", self.observation_space, observation_space),
             ("action", self.action_space, action_space),
@@ -263,10 +290,22 @@ class Expert:
                 hint = ""
                 if what == "observation" and self.env_wrapper:
                     hint = f"; the expert was trained with env_wrapper {self.env_wrapper!r}: add it to the hyperparameters"
+                if other_version:
+                    hint += f"; it was trained on {self.env_id}, not {env_id}"
                 raise ValueError(
                     f"Expert {self.source} does not fit this environment: expert {what} space {_describe(mine)}, "
                     f"environment {what} space {_describe(theirs)}{hint}"
                 )
+        if other_version and env_id and (self.source, env_id) not in _WARNED_OTHER_ENV:
+            _WARNED_OTHER_ENV.add((self.source, env_id))
+            warnings.warn(
+                f"Expert {self.source} was trained on {self.env_id} and now acts on {env_id}. Its observation space "
+                f"{_describe(self.observation_space)} and action space {_describe(self.action_space)} match this env's "
+                "(checked), so its policy and critic read the same layout; only dynamics or reward details that differ "
+                f"between the two versions can change its return (e.g. mujoco-py -v3 vs mujoco -v4/-v5 envs).",
+                UserWarning,
+                stacklevel=2,
+            )
 
     # ------------------------------------------------------------------ queries
     def normalize_obs(self, obs: np.ndarray) -> np.ndarray:
@@ -464,7 +503,8 @@ def load_expert(
     if normalization is None and _normalize_flag(config, str(files.config)):
         raise ValueError(f"Expert {files.model} was trained with `normalize` but its vecnormalize.pkl is missing")
     source = str(ref) if ref.is_hub else str(files.model)
-    return Expert(model, source=source, config=config, normalization=normalization)
+    trained_on = trained_env_id(files.model, ref.location if ref.is_hub else None)  # type: ignore[arg-type]
+    return Expert(model, source=source, config=config, normalization=normalization, env_id=trained_on)
 
 
 def hub_repo_cache(repo_id: str) -> Path:

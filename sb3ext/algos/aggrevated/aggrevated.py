@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import warnings
 from typing import Any, ClassVar, TypeVar
@@ -248,7 +249,8 @@ class AggreVaTeD(PPO):
         if self.value_estimator not in VALUE_ESTIMATORS:
             raise bad("value_estimator", ", ".join(map(repr, VALUE_ESTIMATORS)))
         if self.critic_kwargs is not None and not isinstance(self.critic_kwargs, dict):
-            raise bad("critic_kwargs", "None or a dict (keys: net_arch, learning_rate, batch_size, epochs, buffer_size)")
+            keys = ", ".join(f.name for f in dataclasses.fields(CriticSettings))
+            raise bad("critic_kwargs", f"None or a dict (keys: {keys})")
         CriticSettings.from_kwargs(self.critic_kwargs)
         switch = self.rl_switch
         if switch is not None:
@@ -282,7 +284,7 @@ class AggreVaTeD(PPO):
             except (AttributeError, IndexError):
                 env_id = None
         loaded = load_expert(expert, env_id=env_id, device=self.device)
-        loaded.check_spaces(self.observation_space, self.action_space)
+        loaded.check_spaces(self.observation_space, self.action_space, env_id)
         wanted = Q_DISCRETE if isinstance(self.action_space, spaces.Discrete) else Q_CONTINUOUS
         if loaded.kind not in (wanted, VALUE_ONLY):
             raise ValueError(
