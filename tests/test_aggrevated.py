@@ -534,7 +534,7 @@ def test_learned_critic_fits_the_one_step_target_and_steers_the_learner() -> Non
     expert = LinearValueExpert(env.observation_space, env.action_space, slope=0.0, gamma=0.99)
     model = AggreVaTeD("MlpPolicy", env, expert=expert, seed=0, beta_init=0.0, value_estimator="learned_q",
                        n_steps=32, batch_size=64, n_epochs=5, n_action_samples=8, aggregation_window=2,
-                       policy_kwargs=dict(net_arch=[16], log_std_init=0.0), critic_kwargs=dict(net_arch=[32, 32], epochs=50, batch_size=64))  # fmt: skip
+                       policy_kwargs=dict(net_arch=[16], log_std_init=0.0), critic_kwargs=dict(net_arch=[32, 32], epochs=50, batch_size=64, target_lambda=0.0))  # fmt: skip
     obs_probe = th.as_tensor(np.random.default_rng(1).uniform(-1, 1, (64, 2)).astype(np.float32))
     before = model.policy.get_distribution(obs_probe).distribution.mean.detach()
     errors = []

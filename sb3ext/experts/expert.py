@@ -191,6 +191,8 @@ class Expert:
     :param env_id: the id of the env it was trained on (from the zoo's file or Hub naming), if known
     """
 
+    env_id: str | None = None
+
     def __init__(
         self,
         model: BaseAlgorithm,

@@ -36,8 +36,8 @@ class CriticSettings:
     :param batch_size: transitions per gradient step
     :param epochs: gradient steps per iteration = ceil(epochs * new transitions / batch_size)
     :param buffer_size: transitions kept to train on (at least the states re-scored by the learner)
-    :param target_lambda: lambda of the target: ``sum_k (gamma lambda)^k delta*_{t+k}`` along the roll-in
-        (0: the one-step ``delta* = r + gamma V*(s') - V*(s)``)
+    :param target_lambda: lambda of the target, ``sum_k (gamma lambda)^k delta*_{t+k}`` along the roll-in (default
+        0.9, which measured best; 0: the one-step ``delta* = r + gamma V*(s') - V*(s)``)
     """
 
     net_arch: tuple[int, ...] = field(default=(256, 256))
@@ -45,7 +45,7 @@ class CriticSettings:
     batch_size: int = 256
     epochs: float = 20.0
     buffer_size: int = 100_000
-    target_lambda: float = 0.0
+    target_lambda: float = 0.9
 
     @classmethod
     def from_kwargs(cls, kwargs: dict[str, Any] | None, owner: str = "AggreVaTeD") -> CriticSettings:
