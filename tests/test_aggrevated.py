@@ -123,12 +123,16 @@ def test_beta_decides_who_acts(beta: float) -> None:
     model.learn(32, callback=recorder)
     expert_actions = np.stack([model._expert.predict(o)[0] for o in recorder.obs])
     executed = np.stack(recorder.executed)
+    logged = model.logger.name_to_value
+    assert all(logged[f"time/{key}"] > 0 for key in ("rollin_s", "scoring_s", "update_s"))
     if beta == 1.0:
         np.testing.assert_allclose(executed, expert_actions, atol=1e-6)
         assert model._last_expert_fraction == 1.0
+        assert 0 < logged["time/rollin_expert_s"] < logged["time/rollin_s"]
     else:
         assert np.abs(executed - expert_actions).min() > 0  # a Gaussian sample never equals the expert's action
         assert model._last_expert_fraction == 0.0
+        assert logged["time/rollin_expert_s"] == 0.0  # the expert was never asked to act
 
 
 def test_buffer_log_probs_always_come_from_the_learner() -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import time
 import warnings
 from typing import Any, ClassVar, TypeVar
 
@@ -215,6 +216,7 @@ class AggreVaTeD(PPO):
         self._estimator: Estimator | None = None
         self._rollin_record = RollInRecord()
         self._last_expert_fraction = 0.0
+        self._timings: dict[str, float] = {}  # seconds of the latest roll-in (logged as time/* by train)
 
         if _init_setup_model:
             self._setup_model()
@@ -345,6 +347,7 @@ class AggreVaTeD(PPO):
             "_mix_rng",
             "_estimator",
             "_rollin_record",
+            "_timings",
         ]
 
     # ------------------------------------------------------------------ roll-in
@@ -361,6 +364,7 @@ class AggreVaTeD(PPO):
         Copied from stable_baselines3 2.9.2 ``OnPolicyAlgorithm.collect_rollouts``; changes are marked ``# sb3ext:``.
         """
         assert self._last_obs is not None, "No previous observation was provided"
+        rollin_start = time.perf_counter()  # sb3ext: where an iteration's time goes (time/* keys)
         # Switch to eval mode (this affects batch norm / dropout)
         self.policy.set_training_mode(False)
 
@@ -470,6 +474,10 @@ class AggreVaTeD(PPO):
         self._last_expert_fraction = n_expert_actions / max(1, n_rollout_steps * env.num_envs)
         self.logger.record("rollout/beta", beta)
         self.logger.record("rollout/expert_fraction", self._last_expert_fraction)
+        self._timings = {
+            "rollin_s": time.perf_counter() - rollin_start,
+            "rollin_expert_s": rollin.expert_seconds if rollin is not None else 0.0,
+        }
 
         callback.update_locals(locals())
 
@@ -515,6 +523,7 @@ class AggreVaTeD(PPO):
         clip_range = self.clip_range(self._current_progress_remaining)  # type: ignore[operator]
 
         estimator = self._estimator
+        scoring_start = time.perf_counter()
         if isinstance(estimator, LearnedQEstimator):
             learner_obs, scores, stats = estimator.samples(self._rollin_record.arrays(), self.rollout_buffer, self.policy)
         elif isinstance(estimator, ValueOnlyEstimator):
@@ -523,6 +532,8 @@ class AggreVaTeD(PPO):
             assert isinstance(estimator, _QEstimator)
             learner_obs, scores, stats = estimator.samples(self.policy, self._aggregation)
         n_states = len(learner_obs)
+        update_start = time.perf_counter()
+        timings = {**self._timings, "scoring_s": update_start - scoring_start}
 
         # Value head: regression on the env's returns of the latest roll-in (kept for the RL phase)
         rollout = next(self.rollout_buffer.get(batch_size=None))
@@ -572,6 +583,9 @@ class AggreVaTeD(PPO):
             if not continue_training:
                 break
 
+        timings["update_s"] = time.perf_counter() - update_start
+        for key, seconds in timings.items():
+            self.logger.record(f"time/{key}", seconds)
         for key, values_list in logs.items():
             if values_list:
                 self.logger.record(f"train/{key}", th.stack(values_list).mean().item())

@@ -9,6 +9,7 @@
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -69,6 +70,7 @@ class RollIn:
         self.record = record
         self.vec_normalize = vec_normalize
         self.n_expert_actions = 0
+        self.expert_seconds = 0.0  # wall-clock of the expert's action queries
         record.reset()
 
     def original_obs(self, last_obs: Any) -> np.ndarray:
@@ -94,7 +96,9 @@ class RollIn:
             self.record.add_state(expert_obs, use_expert)
         if not use_expert.any():
             return actions, None
+        start = time.perf_counter()
         expert_actions = expert.act(expert_obs)
+        self.expert_seconds += time.perf_counter() - start
         actions = np.where(use_expert.reshape(-1, *([1] * (actions.ndim - 1))), expert_actions.reshape(actions.shape), actions)
         # Old log-probs in the buffer always come from the learner, also for executed expert actions
         with th.no_grad():
