@@ -22,104 +22,17 @@ import argparse
 import ast
 import csv
 import json
-import os
-import subprocess
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-
-
-def train(args: argparse.Namespace, seed: int, work: Path, n_envs: int) -> dict:
-    """One zoo training with checkpoints; cached in work/train.json."""
-    done = work / "train.json"
-    if done.exists():
-        return json.loads(done.read_text())
-    work.mkdir(parents=True, exist_ok=True)
-    command = [
-        sys.executable, "-m", "rl_zoo3.train", "--algo", "aggrevated", "--env", args.env, "--seed", str(seed),
-        "-n", str(args.timesteps), "--eval-freq", "-1", "-f", str(work / "logs"),
-        "--num-threads", "1", "--device", "cpu", "--log-interval", "-2",
-        "--hyperparams", f"expert:'{args.experts / args.expert}'", *args.hyperparams,
-        # SB3's CheckpointCallback through the YAML `callback` key, with the VecNormalize statistics of each
-        # checkpoint (the zoo's --save-freq saves only the model); save_freq counts vectorised steps
-        f"callback:[{{'stable_baselines3.common.callbacks.CheckpointCallback': {{'save_freq': {args.save_freq // n_envs},"
-        f" 'save_path': '{work / 'checkpoints'}', 'save_vecnormalize': True}}}}]",
-    ]  # fmt: skip
-    start = time.perf_counter()
-    with open(work / "train.log", "w") as log:
-        subprocess.run(
-            command, check=True, stdout=log, stderr=subprocess.STDOUT, cwd=work, env={**os.environ, "OMP_NUM_THREADS": "1"}
-        )
-    result = {"seed": seed, "wall_s": time.perf_counter() - start, "command": " ".join(command[1:])}
-    done.write_text(json.dumps(result))
-    print(f"  trained seed {seed}: {result['wall_s']:.0f} s", flush=True)
-    return result
-
-
-class NormalizedLearner:
-    """A saved learner acting on raw observations through its checkpoint's frozen VecNormalize statistics."""
-
-    def __init__(self, model: Any, norm: Any):
-        self.model, self.norm = model, norm
-
-    def predict(self, obs: np.ndarray, deterministic: bool = True) -> Any:
-        return self.model.predict(self.norm.normalize_obs(obs) if self.norm is not None else obs, deterministic=True)
-
-
-def evaluate_checkpoints(args: argparse.Namespace, work: Path) -> tuple[list[int], list[float]]:
-    """Mean return of every saved checkpoint on the seeded evaluation episodes; cached in work/eval.json."""
-    done = work / "eval.json"
-    if done.exists():
-        cached = json.loads(done.read_text())
-        return cached["steps"], cached["returns"]
-    from stable_baselines3.common.env_util import make_vec_env
-    from stable_baselines3.common.vec_env import VecNormalize
-
-    from sb3ext.algos.aggrevated import AggreVaTeD
-    from sb3ext.callbacks import episode_returns
-
-    run_dir = work / "checkpoints"
-    checkpoints = sorted(run_dir.glob("rl_model_*_steps.zip"), key=lambda p: int(p.stem.split("_")[2]))
-    steps, returns = [], []
-    for checkpoint in checkpoints:
-        n = int(checkpoint.stem.split("_")[2])
-        model = AggreVaTeD.load(checkpoint, device="cpu")
-        stats = run_dir / f"rl_model_vecnormalize_{n}_steps.pkl"
-        norm = VecNormalize.load(str(stats), make_vec_env(args.env, n_envs=1)) if stats.exists() else None
-
-        episode = episode_returns(args.env, NormalizedLearner(model, norm), args.eval_episodes, seed=args.eval_seed)[0]
-        steps.append(n)
-        returns.append(float(np.mean(episode)))
-        print(f"  {work.name}: {n:>7,} steps  return {returns[-1]:7.1f} ± {np.std(episode):.1f}", flush=True)
-    done.write_text(json.dumps({"steps": steps, "returns": returns}))
-    return steps, returns
-
-
-def references(args: argparse.Namespace, out: Path) -> dict[str, float]:
-    """Expert and random policy on the same seeded episodes; cached."""
-    if out.exists():
-        return json.loads(out.read_text())  # type: ignore[no-any-return]
-    from sb3ext.callbacks import episode_returns
-    from sb3ext.experts import load_expert
-
-    expert = load_expert(args.experts / args.expert)
-    expert_returns, _ = episode_returns(args.env, expert, args.eval_episodes, args.eval_seed, expert.make_env)
-    random_returns, _ = episode_returns(args.env, None, args.eval_episodes, args.eval_seed)
-    refs = {
-        "expert": float(np.mean(expert_returns)),
-        "expert_std": float(np.std(expert_returns)),
-        "random": float(np.mean(random_returns)),
-    }
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(refs))
-    return refs
+sys.path.insert(0, str(ROOT / "scripts"))
+from zoo_runs import evaluate_checkpoints, references, zoo_train  # noqa: E402
 
 
 def throughput(args: argparse.Namespace, steps: int = 8_192, repeats: int = 3) -> dict[str, float]:
@@ -193,13 +106,15 @@ def main() -> None:
 
     n_envs = int(yaml.safe_load((ROOT / "hyperparams" / "aggrevated.yml").read_text())[args.env].get("n_envs", 1))
     works = {seed: args.work_dir / f"{args.env}{suffix}-{seed}" for seed in args.seeds}
-    refs = references(args, args.work_dir / f"{args.env}-references-{args.eval_seed}-{args.eval_episodes}.json")
+    cache = args.work_dir / f"{args.env}-references-{args.eval_seed}-{args.eval_episodes}.json"
+    refs = references(args.env, args.experts / args.expert, args.eval_episodes, args.eval_seed, cache)
     threshold = threshold_between(refs["random"], refs["expert"])
     print(f"expert {refs['expert']:.1f}, random {refs['random']:.1f}, threshold {threshold:.1f}", flush=True)
 
     def one(seed: int) -> dict:
-        trained = train(args, seed, works[seed], n_envs)
-        steps, returns = evaluate_checkpoints(args, works[seed])
+        hyperparams = [f"expert:'{args.experts / args.expert}'", *args.hyperparams]
+        trained = zoo_train("aggrevated", args.env, seed, works[seed], args.timesteps, args.save_freq, n_envs, hyperparams)
+        steps, returns = evaluate_checkpoints("aggrevated", args.env, works[seed], args.eval_episodes, args.eval_seed)
         return {**trained, "steps": steps, "returns": returns}
 
     with ThreadPoolExecutor(args.jobs) as pool:
