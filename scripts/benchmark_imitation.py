@@ -35,6 +35,8 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 PINS = ["imitation==1.0.1", "numpy<2", "pandas<3", "pyarrow<18", "datasets<3", "gymnasium[box2d]"]
+#: for the MuJoCo tasks: TQC experts (sb3-contrib of imitation's SB3 2.2) and a MuJoCo for gymnasium 0.29's -v4 envs
+MUJOCO_PINS = ["sb3-contrib==2.2.1", "mujoco==2.3.7"]
 
 
 @dataclass(frozen=True)
@@ -60,11 +62,15 @@ TASKS = {
 }
 
 
-def ensure_venv(venv: Path) -> Path:
-    """The imitation venv's interpreter, building the venv when it cannot import imitation."""
+def ensure_venv(venv: Path, mujoco: bool = False) -> Path:
+    """The imitation venv's interpreter, building the venv when it cannot import imitation (and, with ``mujoco``,
+    adding sb3-contrib and MuJoCo when missing)."""
     python = venv / "bin" / "python"
     probe = [str(python), "-c", "import imitation, stable_baselines3, Box2D"]
+    mujoco_probe = [str(python), "-c", "import sb3_contrib, mujoco"]
     if python.exists() and subprocess.run(probe, capture_output=True).returncode == 0:
+        if mujoco and subprocess.run(mujoco_probe, capture_output=True).returncode != 0:
+            subprocess.run([str(python), "-m", "pip", "install", "-q", *PINS, *MUJOCO_PINS], check=True)
         return python
     print(f"building the imitation venv in {venv} (a few minutes)", flush=True)
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
@@ -72,7 +78,7 @@ def ensure_venv(venv: Path) -> Path:
     if shutil.which("swig") is None and os.geteuid() == 0:
         subprocess.run(["apt-get", "update", "-qq"], check=False)
         subprocess.run(["apt-get", "install", "-y", "-qq", "swig"], check=True)
-    subprocess.run([str(python), "-m", "pip", "install", "-q", *PINS], check=True)
+    subprocess.run([str(python), "-m", "pip", "install", "-q", *PINS, *(MUJOCO_PINS if mujoco else [])], check=True)
     return python
 
 
@@ -93,7 +99,9 @@ def references(task: Task, experts: Path, stats_dir: Path) -> tuple[float, float
     return float(np.mean(random_returns)), float(np.mean(expert_returns)), stats
 
 
-def run(python: Path, method: str, task: Task, seed: int, experts: Path, stats: Path | None, work: Path) -> dict:
+def run(
+    python: Path, method: str, task: Task, seed: int, experts: Path, stats: Path | None, work: Path, eval_seed: int = 50_000
+) -> dict:
     out = work / f"{method}-{task.env_id}-{seed}.json"
     if out.exists():
         return json.loads(out.read_text())
@@ -101,7 +109,7 @@ def run(python: Path, method: str, task: Task, seed: int, experts: Path, stats: 
         str(python), str(ROOT / "scripts" / "imitation_worker.py"), "--method", method, "--env", task.env_id,
         "--expert", str(next((experts / task.expert).glob("*.zip"))), "--expert-algo", task.expert_algo,
         "--budget", str(task.budget), "--eval-every", str(task.eval_every), "--eval-episodes", str(task.eval_episodes),
-        "--net-arch", *map(str, task.net_arch), "--seed", str(seed), "--out", str(out),
+        "--net-arch", *map(str, task.net_arch), "--seed", str(seed), "--eval-seed", str(eval_seed), "--out", str(out),
     ]  # fmt: skip
     if stats is not None:
         command += ["--stats", str(stats)]

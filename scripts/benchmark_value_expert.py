@@ -26,6 +26,7 @@ import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -33,6 +34,16 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "scripts"))
 from zoo_runs import evaluate_checkpoints, references, zoo_train  # noqa: E402
+
+
+def parse_policy_kwargs(value: Any) -> dict[str, Any]:
+    """The zoo's ``"dict(key=literal, ...)"`` policy_kwargs string as a dict (literals only)."""
+    if value is None or isinstance(value, dict):
+        return dict(value or {})
+    call = ast.parse(value, mode="eval").body
+    if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Name) and call.func.id == "dict"):
+        raise ValueError(f"policy_kwargs: expected dict(...), got {value!r}")
+    return {str(kw.arg): ast.literal_eval(kw.value) for kw in call.keywords}
 
 
 def throughput(args: argparse.Namespace, steps: int = 8_192, repeats: int = 3) -> dict[str, float]:
@@ -50,11 +61,7 @@ def throughput(args: argparse.Namespace, steps: int = 8_192, repeats: int = 3) -
     for key in ("expert", "n_timesteps", "normalize", "policy"):
         entry.pop(key, None)
     n_envs = int(entry.pop("n_envs", 1))
-    if isinstance(entry.get("policy_kwargs"), str):  # the zoo's "dict(key=literal, ...)" string
-        call = ast.parse(entry["policy_kwargs"], mode="eval").body
-        if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Name) and call.func.id == "dict"):
-            raise ValueError(f"policy_kwargs: expected dict(...), got {entry['policy_kwargs']!r}")
-        entry["policy_kwargs"] = {kw.arg: ast.literal_eval(kw.value) for kw in call.keywords}
+    entry["policy_kwargs"] = parse_policy_kwargs(entry.get("policy_kwargs"))
     models = {}
     for estimator in ("expert_policy", "learned_q", "td"):
         env = VecNormalize(make_vec_env(args.env, n_envs=n_envs, seed=0), norm_reward=False)

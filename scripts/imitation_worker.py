@@ -33,6 +33,12 @@ from stable_baselines3.common.utils import constant_fn
 from stable_baselines3.common.vec_env import DummyVecEnv, VecEnvWrapper
 
 ALGOS = {"ppo": PPO, "a2c": A2C, "sac": SAC, "td3": TD3, "dqn": DQN}
+try:  # TQC experts (the MuJoCo tasks): sb3-contrib of the same SB3 2.2
+    from sb3_contrib import TQC
+
+    ALGOS["tqc"] = TQC
+except ImportError:
+    pass
 
 
 class StepCounter(VecEnvWrapper):
@@ -77,7 +83,7 @@ def load_expert(path: Path, algo: str, env: gym.Env, stats_path: Path | None) ->
         "clip_range": schedule,
         "exploration_schedule": schedule,
     }
-    kwargs = {"buffer_size": 1} if algo in ("sac", "td3", "dqn") else {}
+    kwargs = {"buffer_size": 1} if algo in ("sac", "td3", "dqn", "tqc") else {}
     model = ALGOS[algo].load(path, custom_objects=custom, device="cpu", **kwargs)
     stats = dict(np.load(stats_path)) if stats_path is not None else None
     return NormalizedExpert(model.policy, stats)
@@ -111,6 +117,7 @@ def main() -> None:
     parser.add_argument("--net-arch", type=int, nargs="+", default=[32, 32], help="learner MLP (imitation's default: 32 32)")
     parser.add_argument("--bc-epochs", type=int, default=4, help="BC epochs per DAgger round / per BC fit")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--eval-seed", type=int, default=50_000, help="seed of the first evaluation episode")
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args()
     th.set_num_threads(1)
@@ -150,7 +157,7 @@ def main() -> None:
                     curve.append(
                         (
                             venv.steps,
-                            evaluate(trainer.policy, args.env, args.eval_episodes, 50_000),
+                            evaluate(trainer.policy, args.env, args.eval_episodes, args.eval_seed),
                             time.perf_counter() - start,
                         )
                     )
@@ -163,10 +170,14 @@ def main() -> None:
             trainer.set_demonstrations(rollout.flatten_trajectories(trajectories))
             trainer.train(n_epochs=args.bc_epochs, progress_bar=False)
             curve.append(
-                (venv.steps, evaluate(trainer.policy, args.env, args.eval_episodes, 50_000), time.perf_counter() - start)
+                (
+                    venv.steps,
+                    evaluate(trainer.policy, args.env, args.eval_episodes, args.eval_seed),
+                    time.perf_counter() - start,
+                )
             )
             print(f"bc {args.env} seed {args.seed}: {curve[-1][0]} steps, return {curve[-1][1]:.1f}", flush=True)
-    expert_return = evaluate(expert, args.env, args.eval_episodes, 50_000)
+    expert_return = evaluate(expert, args.env, args.eval_episodes, args.eval_seed)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(
         json.dumps(

@@ -1,0 +1,356 @@
+"""AggreVaTeD on MuJoCo locomotion with the zoo's SAC/TQC experts, beside zoo-tuned PPO and SAC, DAgger and BC.
+
+    python scripts/benchmark_locomotion.py                                  # everything, 3 seeds (hours on 2 cores)
+    python scripts/benchmark_locomotion.py --methods aggrevated --seeds 0   # one quick pass
+    python scripts/benchmark_locomotion.py --timing                         # + where AggreVaTeD's time goes
+
+Tasks: the shared zoo experts of ``../shared/experts`` (trained on the ``-v3`` envs), on the gymnasium ``-v5`` envs:
+SAC HalfCheetah, TQC HalfCheetah, TQC Hopper, SAC Swimmer. Per task and seed:
+
+* **AggreVaTeD**: ``python -m rl_zoo3.train --algo aggrevated --env <Env>-v5 --hyperparams expert:'<expert>'``,
+  everything else from ``hyperparams/aggrevated.yml``, ``--budget`` env steps;
+* **PPO, SAC**: the zoo's own tuned ``ppo.yml`` / ``sac.yml`` entries for ``<Env>-v4`` (the zoo has no ``-v5``
+  entries; they are copied unchanged under the ``-v5`` id into a ``--conf-file``), ``--rl-budget`` env steps
+  (the zoo trains them for 1M; its published returns at 1M are quoted beside ours);
+* **DAgger, BC**: imitation 1.0.1 from the same expert in its own venv (``scripts/benchmark_imitation.py``'s),
+  the same 256-256 learner; imitation's gymnasium 0.29 has no ``-v5`` envs, so they run on ``-v4`` (same
+  observation layout, same reward terms) and are evaluated there on the same episode seeds.
+
+Every checkpoint (every ``--save-freq`` env steps) is evaluated on the same ``--eval-episodes`` deterministic
+episodes (seeds 50,000, 50,001, ...) as the expert and a uniformly random policy. Threshold: random + 0.9 (expert -
+random). Reported: env steps and training wall-clock to the first checkpoint at the threshold, the fraction of
+later checkpoints that hold it, the final return. Writes ``docs/benchmarks/locomotion.md``, ``locomotion.csv`` and
+``locomotion_<task>.png``. Runs are cached under ``--work-dir``: re-running resumes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "scripts"))
+from zoo_runs import evaluate_checkpoints, references, zoo_train  # noqa: E402
+
+#: the zoo's published returns at 1M steps (rl-baselines3-zoo benchmark.md, one run each, -v3 envs)
+ZOO_PUBLISHED = {
+    "HalfCheetah": {"ppo": 5819, "sac": 9535, "tqc": 12090},
+    "Hopper": {"ppo": 2410, "sac": 2326, "tqc": 3754},
+    "Swimmer": {"ppo": 282, "sac": 346, "tqc": 339},
+    "Walker2d": {"ppo": 3479, "sac": 3863, "tqc": 4381},
+}
+
+
+@dataclass(frozen=True)
+class Task:
+    name: str
+    env: str  # the -v5 id AggreVaTeD, PPO and SAC run on
+    expert: str  # relative to --experts
+
+    @property
+    def body(self) -> str:
+        return self.env.split("-")[0]
+
+    @property
+    def expert_algo(self) -> str:
+        return self.expert.split("/")[0]
+
+
+TASKS = {
+    t.name: t
+    for t in [
+        Task("sac-HalfCheetah", "HalfCheetah-v5", "sac/HalfCheetah-v3_1"),
+        Task("tqc-HalfCheetah", "HalfCheetah-v5", "tqc/HalfCheetah-v3_1"),
+        Task("tqc-Hopper", "Hopper-v5", "tqc/Hopper-v3_1"),
+        Task("sac-Swimmer", "Swimmer-v5", "sac/Swimmer-v3_1"),
+    ]
+}
+METHODS = ("aggrevated", "ppo", "sac", "dagger", "bc")
+LABELS = {"aggrevated": "AggreVaTeD", "ppo": "PPO (zoo)", "sac": "SAC (zoo)", "dagger": "DAgger", "bc": "BC"}
+COLORS = {"aggrevated": "tab:blue", "ppo": "tab:gray", "sac": "tab:brown", "dagger": "tab:orange", "bc": "tab:purple"}
+
+
+def zoo_conf(algo: str, env: str, folder: Path) -> tuple[Path, int]:
+    """A --conf-file holding the zoo's own ``<Env>-v4`` entry of ``<algo>.yml`` under the ``-v5`` id; its n_envs."""
+    import rl_zoo3
+
+    entries = yaml.safe_load((Path(rl_zoo3.__file__).parent / "hyperparams" / f"{algo}.yml").read_text())
+    v4 = env.rsplit("-", 1)[0] + "-v4"
+    if v4 not in entries:
+        raise ValueError(f"rl_zoo3's {algo}.yml has no {v4} entry")
+    path = folder / f"zoo_{algo}_{env}.yml"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(yaml.safe_dump({env: entries[v4]}))
+    return path, int(entries[v4].get("n_envs", 1))
+
+
+def first_crossing_row(steps: list[int], returns: list[float], threshold: float) -> tuple[int | None, float]:
+    from sb3ext.callbacks import first_crossing
+
+    crossed, held = first_crossing(np.array(steps), np.array(returns), threshold)
+    return (int(crossed) if crossed is not None else None), float(held)
+
+
+def run_zoo(args: argparse.Namespace, method: str, task: Task, seed: int) -> dict[str, Any]:
+    """AggreVaTeD (per expert) or zoo PPO / SAC (per env), trained and evaluated; cached."""
+    if method == "aggrevated":
+        work = args.work_dir / f"aggrevated-{task.name}-{seed}"
+        entry = yaml.safe_load((ROOT / "hyperparams" / "aggrevated.yml").read_text())[task.env]
+        hyperparams = [f"expert:'{args.experts / task.expert}'"]
+        trained = zoo_train("aggrevated", task.env, seed, work, args.budget, args.save_freq, int(entry["n_envs"]), hyperparams)
+    else:
+        work = args.work_dir / f"{method}-{task.env}-{seed}"
+        conf, n_envs = zoo_conf(method, task.env, args.work_dir / "conf")
+        trained = zoo_train(method, task.env, seed, work, args.rl_budget, args.save_freq, n_envs, conf_file=conf)
+    steps, returns = evaluate_checkpoints(method, task.env, work, args.eval_episodes, args.eval_seed)
+    return {"method": method, "task": task.name, "seed": seed, "steps": steps, "returns": returns, "wall_s": trained["wall_s"]}
+
+
+def run_imitation(args: argparse.Namespace, python: Path, method: str, task: Task, seed: int) -> dict[str, Any]:
+    """imitation's DAgger or BC on the -v4 twin (its gymnasium has no -v5), same expert, net and episode seeds."""
+    from benchmark_imitation import Task as ImitationTask
+    from benchmark_imitation import run
+
+    v4 = task.env.rsplit("-", 1)[0] + "-v4"
+    imitation_task = ImitationTask(
+        v4, task.expert, task.expert_algo, args.budget, args.save_freq, args.eval_episodes, (256, 256)
+    )
+    work = args.work_dir / f"imitation-{task.name}"
+    work.mkdir(parents=True, exist_ok=True)
+    result = run(python, method, imitation_task, seed, args.experts, None, work, eval_seed=args.eval_seed)
+    wall = result["wall_s"]
+    return {"method": method, "task": task.name, "seed": seed, "steps": result["timesteps"], "returns": result["returns"],
+            "wall_s": wall[-1], "wall_curve": wall}  # fmt: skip
+
+
+def timing(task: Task, experts: Path, steps: int) -> dict[str, float]:
+    """AggreVaTeD at the YAML settings in this process: env steps/s and the mean seconds per iteration of each part."""
+    import torch as th
+    from benchmark_value_expert import parse_policy_kwargs
+    from stable_baselines3.common.env_util import make_vec_env
+    from stable_baselines3.common.vec_env import VecNormalize
+
+    from sb3ext.algos.aggrevated import AggreVaTeD
+
+    th.set_num_threads(1)
+    entry = dict(yaml.safe_load((ROOT / "hyperparams" / "aggrevated.yml").read_text())[task.env])
+    for key in ("expert", "n_timesteps", "normalize", "policy"):
+        entry.pop(key, None)
+    n_envs = int(entry.pop("n_envs"))
+    entry["policy_kwargs"] = parse_policy_kwargs(entry.get("policy_kwargs"))
+    env = VecNormalize(make_vec_env(task.env, n_envs=n_envs, seed=0), norm_reward=False)
+    model = AggreVaTeD("MlpPolicy", env, expert=experts / task.expert, seed=0, device="cpu", **entry)
+    per_iteration = n_envs * int(entry["n_steps"])
+    # warm-up: fill the aggregation window, so that the timed iterations re-score a full window
+    model.learn(per_iteration * int(entry["aggregation_window"]))
+    totals: dict[str, float] = {}
+    iterations = 0
+    start = time.perf_counter()
+    while iterations * per_iteration < steps:
+        model.learn(per_iteration, reset_num_timesteps=False)
+        iterations += 1
+        for key, value in model.logger.name_to_value.items():
+            if key.startswith("time/"):
+                totals[key[5:]] = totals.get(key[5:], 0.0) + float(value)
+    wall = time.perf_counter() - start
+    result = {key: value / iterations for key, value in totals.items()}
+    result["env_steps_per_s"] = iterations * per_iteration / wall
+    result["iteration_s"] = wall / iterations
+    result["env_steps_per_iteration"] = per_iteration
+    return result
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--tasks", nargs="+", default=list(TASKS), choices=list(TASKS))
+    parser.add_argument("--methods", nargs="+", default=list(METHODS), choices=METHODS)
+    parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
+    parser.add_argument("--budget", type=int, default=60_000, help="env steps of AggreVaTeD, DAgger and BC")
+    parser.add_argument("--rl-budget", type=int, default=100_000, help="env steps of zoo PPO and SAC")
+    parser.add_argument("--save-freq", type=int, default=5_000, help="env steps between checkpoints / evaluations")
+    parser.add_argument("--eval-episodes", type=int, default=10)
+    parser.add_argument("--eval-seed", type=int, default=50_000)
+    parser.add_argument("--jobs", type=int, default=2)
+    parser.add_argument("--experts", type=Path, default=ROOT.parent / "shared" / "experts")
+    parser.add_argument("--venv", type=Path, default=ROOT.parent / "imitation_venv", help="imitation's venv")
+    parser.add_argument("--timing", action="store_true", help="also time AggreVaTeD's parts at the YAML settings")
+    parser.add_argument("--work-dir", type=Path, default=ROOT / "bench_runs" / "locomotion")
+    parser.add_argument("--out", type=Path, default=ROOT / "docs" / "benchmarks")
+    args = parser.parse_args()
+    from sb3ext.callbacks import threshold_between
+
+    tasks = [TASKS[name] for name in args.tasks]
+    refs = {}
+    for task in tasks:
+        cache = args.work_dir / f"references-{task.name}-{args.eval_seed}-{args.eval_episodes}.json"
+        refs[task.name] = references(task.env, args.experts / task.expert, args.eval_episodes, args.eval_seed, cache)
+        r = refs[task.name]
+        print(f"{task.name}: expert {r['expert']:.1f} ± {r['expert_std']:.1f}, random {r['random']:.1f}", flush=True)
+
+    python = None
+    if {"dagger", "bc"} & set(args.methods):
+        from benchmark_imitation import ensure_venv
+
+        python = ensure_venv(args.venv, mujoco=True)
+    jobs = []
+    for task in tasks:
+        for method in args.methods:
+            for seed in args.seeds:
+                jobs.append((method, task, seed))
+
+    def one(job: tuple[str, Task, int]) -> dict[str, Any]:
+        method, task, seed = job
+        if method in ("dagger", "bc"):
+            assert python is not None
+            return run_imitation(args, python, method, task, seed)
+        return run_zoo(args, method, task, seed)
+
+    with ThreadPoolExecutor(args.jobs) as pool:
+        results = list(pool.map(one, jobs))
+
+    rows = []
+    for result in results:
+        r = refs[result["task"]]
+        threshold = threshold_between(r["random"], r["expert"])
+        crossed, held = first_crossing_row(result["steps"], result["returns"], threshold)
+        wall_to = None
+        if crossed is not None:
+            index = result["steps"].index(crossed)
+            curve = result.get("wall_curve")
+            wall_to = curve[index] if curve else result["wall_s"] * crossed / result["steps"][-1]
+        rows.append({
+            "task": result["task"], "method": result["method"], "seed": result["seed"], "steps_to_threshold": crossed,
+            "wall_to_threshold_s": wall_to, "held": held, "final": result["returns"][-1],
+            "best": max(result["returns"]), "budget": result["steps"][-1], "wall_s": result["wall_s"],
+        })  # fmt: skip
+    args.out.mkdir(parents=True, exist_ok=True)
+    with open(args.out / "locomotion.csv", "w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    timings = {task.name: timing(task, args.experts, 8 * 1024) for task in tasks} if args.timing else {}
+    if timings:
+        (args.work_dir / "timing.json").write_text(json.dumps(timings, indent=1))
+    plot(args, tasks, results, refs)
+    write_page(args, tasks, rows, refs, timings)
+
+
+def plot(args: argparse.Namespace, tasks: list[Task], results: list[dict[str, Any]], refs: dict[str, dict]) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from sb3ext.callbacks import threshold_between
+
+    for task in tasks:
+        fig, ax = plt.subplots(figsize=(7.5, 4.5))
+        seen = set()
+        for result in results:
+            if result["task"] != task.name:
+                continue
+            method = result["method"]
+            ax.plot(result["steps"], result["returns"], marker="o", ms=2.5, color=COLORS[method], alpha=0.75,
+                    label=LABELS[method] if method not in seen else None)  # fmt: skip
+            seen.add(method)
+        r = refs[task.name]
+        ax.axhline(r["expert"], color="tab:green", ls="--", label=f"expert ({r['expert']:.0f})")
+        ax.axhline(threshold_between(r["random"], r["expert"]), color="gray", ls="-.", label="threshold (90%)")
+        ax.axhline(r["random"], color="tab:red", ls=":", label=f"random ({r['random']:.0f})")
+        ax.set_xlabel("environment steps")
+        ax.set_ylabel(f"mean return, {args.eval_episodes} seeded episodes")
+        ax.set_title(f"{task.env}, expert {task.expert}")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8, loc="best")
+        fig.tight_layout()
+        fig.savefig(args.out / f"locomotion_{task.name}.png", dpi=110)
+        plt.close(fig)
+
+
+def write_page(
+    args: argparse.Namespace, tasks: list[Task], rows: list[dict], refs: dict[str, dict], timings: dict[str, dict]
+) -> None:
+    from sb3ext.callbacks import threshold_between
+
+    fmt_steps = lambda v: f"{v:,}" if v is not None else "—"  # noqa: E731
+    command = ("python scripts/benchmark_locomotion.py " + " ".join(sys.argv[1:])).strip()
+    lines = [
+        "# AggreVaTeD on MuJoCo locomotion (zoo SAC/TQC experts)",
+        "",
+        f"Generated by `{command}` on {time.strftime('%Y-%m-%d')} (2-core CPU machine, one thread per run).",
+        "",
+        f"Every method is evaluated on the same {args.eval_episodes} deterministic episodes (seeds "
+        f"{args.eval_seed}-{args.eval_seed + args.eval_episodes - 1}) as the expert and a uniformly random policy, "
+        f"every {args.save_freq:,} env steps. Threshold: random + 0.9 (expert - random). AggreVaTeD: the YAML "
+        f"defaults through the zoo CLI, {args.budget:,} env steps. PPO and SAC: the zoo's own tuned `-v4` entries, "
+        f"{args.rl_budget:,} env steps (the zoo trains them for 1M). DAgger and BC: imitation 1.0.1, same expert, "
+        f"256-256 learner, {args.budget:,} env steps, on the `-v4` twin env (imitation's gymnasium 0.29 has no "
+        '`-v5`). "held": the fraction of the checkpoints after the first crossing that are at the threshold too.',
+        "",
+    ]
+    for task in tasks:
+        r = refs[task.name]
+        threshold = threshold_between(r["random"], r["expert"])
+        published = ZOO_PUBLISHED.get(task.body, {})
+        lines += [
+            f"## {task.env}, expert `{task.expert}`",
+            "",
+            f"Expert {r['expert']:.1f} ± {r['expert_std']:.1f}, random {r['random']:.1f}, threshold {threshold:.1f}. "
+            f"The zoo's published returns at 1M steps: PPO {published.get('ppo', '?')}, SAC {published.get('sac', '?')}, "
+            f"TQC {published.get('tqc', '?')}.",
+            "",
+            "| method | median env steps to threshold | per seed | wall-clock to threshold (s) | held | final returns | "
+            "best |",
+            "|---|---|---|---|---|---|---|",
+        ]
+        for method in args.methods:
+            mine = [row for row in rows if row["task"] == task.name and row["method"] == method]
+            if not mine:
+                continue
+            values = [row["steps_to_threshold"] for row in mine]
+            reached = [v for v in values if v is not None]
+            if len(reached) * 2 > len(values):
+                median = f"{int(np.median([v if v is not None else np.inf for v in values])):,}"
+            else:
+                median = f"not reached (> {mine[0]['budget']:,})"
+            walls = ", ".join(f"{row['wall_to_threshold_s']:.0f}" if row["wall_to_threshold_s"] else "—" for row in mine)
+            held = ", ".join(f"{row['held']:.0%}" if row["steps_to_threshold"] is not None else "—" for row in mine)
+            finals = ", ".join(f"{row['final']:.0f}" for row in mine)
+            bests = ", ".join(f"{row['best']:.0f}" for row in mine)
+            per_seed = ", ".join(fmt_steps(v) for v in values)
+            lines.append(f"| {LABELS[method]} | {median} | {per_seed} | {walls} | {held} | {finals} | {bests} |")
+        lines += ["", f"![{task.name}](locomotion_{task.name}.png)", ""]
+    if timings:
+        lines += [
+            "## Where AggreVaTeD's time goes",
+            "",
+            "At the YAML settings, in one process and one thread, after the aggregation window has filled; mean "
+            "seconds per iteration (`time/*` keys of the logger):",
+            "",
+            "| task | env steps / iteration | env steps/s | roll-in (env + learner) | of which expert actions | "
+            "re-scoring | update |",
+            "|---|---|---|---|---|---|---|",
+        ]
+        for name, t in timings.items():
+            lines.append(
+                f"| {name} | {t['env_steps_per_iteration']:,} | {t['env_steps_per_s']:.0f} | {t['rollin_s']:.3f} | "
+                f"{t['rollin_expert_s']:.3f} | {t['scoring_s']:.3f} | {t['update_s']:.3f} |"
+            )
+        lines.append("")
+    (args.out / "locomotion.md").write_text("\n".join(lines))
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()
