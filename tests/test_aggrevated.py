@@ -373,6 +373,7 @@ def test_yaml_keys_are_constructor_arguments() -> None:
         "LunarLanderContinuous-v3",
         "BipedalWalker-v3",
         "BipedalWalkerHardcore-v3",
+        *(f"{body}-{version}" for body in ("HalfCheetah", "Hopper", "Walker2d", "Swimmer") for version in ("v4", "v5")),
     }
     assert required <= set(entries)
     for env_id, entry in entries.items():

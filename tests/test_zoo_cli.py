@@ -149,6 +149,24 @@ def test_train_enjoy_continue_through_the_zoo(fresh_venv: FreshVenv, tmp_path: P
     assert first == 2048 // 64 and continued == first + 512 // 64, "-i continues the imitation schedule"
 
 
+def test_mujoco_v5_from_a_v3_zoo_expert_through_the_zoo(wheel_venv: FreshVenv, tmp_path: Path) -> None:
+    """The YAML's MuJoCo entry with a zoo -v3 TQC expert on HalfCheetah-v5: trains (saying once which env the
+    expert was trained on) and replays without the expert."""
+    pytest.importorskip("mujoco")
+    expert = shared_expert("tqc/HalfCheetah-v3_1")
+    train = wheel_venv.run(
+        "-m", "rl_zoo3.train", "--algo", "aggrevated", "--env", "HalfCheetah-v5", "-f", "logs", "-n", "512", "--seed", "0",
+        "--eval-freq", "-1", "--hyperparams", f"expert:'{expert}'", cwd=tmp_path,
+    )  # fmt: skip
+    output = train.stdout + train.stderr
+    assert output.count("was trained on HalfCheetah-v3 and now acts on HalfCheetah-v5") == 1, output[-3000:]
+    assert (tmp_path / "logs" / "aggrevated" / "HalfCheetah-v5_1" / "HalfCheetah-v5.zip").is_file()
+    wheel_venv.run(  # fails the test on a non-zero exit (check=True)
+        "-m", "rl_zoo3.enjoy", "--algo", "aggrevated", "--env", "HalfCheetah-v5", "-f", "logs", "--exp-id", "1",
+        "-n", "1000", "--no-render", "--deterministic", cwd=tmp_path,
+    )  # fmt: skip
+
+
 @pytest.mark.parametrize("algo", ["ppo_kl", "rpo", "ppo_tanh"])
 def test_ppo_variants_train_and_enjoy_through_the_zoo(wheel_venv: FreshVenv, tmp_path: Path, algo: str) -> None:
     train = wheel_venv.run(
