@@ -36,7 +36,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 PINS = ["imitation==1.0.1", "numpy<2", "pandas<3", "pyarrow<18", "datasets<3", "gymnasium[box2d]"]
 #: for the MuJoCo tasks: TQC experts (sb3-contrib of imitation's SB3 2.2) and a MuJoCo for gymnasium 0.29's -v4 envs
-MUJOCO_PINS = ["sb3-contrib==2.2.1", "mujoco==2.3.7"]
+MUJOCO_PINS = ["sb3-contrib==2.2.1", "mujoco==2.3.7", "imageio"]
 
 
 @dataclass(frozen=True)
@@ -67,7 +67,7 @@ def ensure_venv(venv: Path, mujoco: bool = False) -> Path:
     adding sb3-contrib and MuJoCo when missing)."""
     python = venv / "bin" / "python"
     probe = [str(python), "-c", "import imitation, stable_baselines3, Box2D"]
-    mujoco_probe = [str(python), "-c", "import sb3_contrib, mujoco"]
+    mujoco_probe = [str(python), "-c", "import sb3_contrib, mujoco, imageio"]
     if python.exists() and subprocess.run(probe, capture_output=True).returncode == 0:
         if mujoco and subprocess.run(mujoco_probe, capture_output=True).returncode != 0:
             subprocess.run([str(python), "-m", "pip", "install", "-q", *PINS, *MUJOCO_PINS], check=True)
