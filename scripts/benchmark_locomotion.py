@@ -104,13 +104,12 @@ def first_crossing_row(steps: list[int], returns: list[float], threshold: float)
 
 def run_zoo(args: argparse.Namespace, method: str, task: Task, seed: int) -> dict[str, Any]:
     """AggreVaTeD (per expert) or zoo PPO / SAC (per env), trained and evaluated; cached."""
+    work = run_folder(args, method, task, seed)
     if method == "aggrevated":
-        work = args.work_dir / f"aggrevated-{task.name}-{seed}"
         entry = yaml.safe_load((ROOT / "hyperparams" / "aggrevated.yml").read_text())[task.env]
         hyperparams = [f"expert:'{args.experts / task.expert}'"]
         trained = zoo_train("aggrevated", task.env, seed, work, args.budget, args.save_freq, int(entry["n_envs"]), hyperparams)
     else:
-        work = args.work_dir / f"{method}-{task.env}-{seed}"
         conf, n_envs = zoo_conf(method, task.env, args.work_dir / "conf")
         trained = zoo_train(method, task.env, seed, work, args.rl_budget, args.save_freq, n_envs, conf_file=conf)
     steps, returns = evaluate_checkpoints(method, task.env, work, args.eval_episodes, args.eval_seed)
@@ -132,6 +131,20 @@ def run_imitation(args: argparse.Namespace, python: Path, method: str, task: Tas
     wall = result["wall_s"]
     return {"method": method, "task": task.name, "seed": seed, "steps": result["timesteps"], "returns": result["returns"],
             "wall_s": wall[-1], "wall_curve": wall}  # fmt: skip
+
+
+def run_folder(args: argparse.Namespace, method: str, task: Task, seed: int) -> Path:
+    """Where a run's results live: its zoo work folder, or imitation's result file."""
+    if method == "aggrevated":
+        return args.work_dir / f"aggrevated-{task.name}-{seed}"
+    if method in ("ppo", "sac"):
+        return args.work_dir / f"{method}-{task.env}-{seed}"
+    return args.work_dir / f"imitation-{task.name}" / f"{method}-{task.env.rsplit('-', 1)[0]}-v4-{seed}.json"
+
+
+def finished(args: argparse.Namespace, method: str, task: Task, seed: int) -> bool:
+    folder = run_folder(args, method, task, seed)
+    return folder.is_file() if method in ("dagger", "bc") else (folder / "eval.json").is_file()
 
 
 def timing(task: Task, experts: Path, steps: int) -> dict[str, float]:
@@ -185,6 +198,9 @@ def main() -> None:
     parser.add_argument("--experts", type=Path, default=ROOT.parent / "shared" / "experts")
     parser.add_argument("--venv", type=Path, default=ROOT.parent / "imitation_venv", help="imitation's venv")
     parser.add_argument("--timing", action="store_true", help="also time AggreVaTeD's parts at the YAML settings")
+    parser.add_argument(
+        "--cached-only", action="store_true", help="run nothing new: report the runs already finished in --work-dir"
+    )
     parser.add_argument("--work-dir", type=Path, default=ROOT / "bench_runs" / "locomotion")
     parser.add_argument("--out", type=Path, default=ROOT / "docs" / "benchmarks")
     args = parser.parse_args()
@@ -199,15 +215,17 @@ def main() -> None:
         print(f"{task.name}: expert {r['expert']:.1f} ± {r['expert_std']:.1f}, random {r['random']:.1f}", flush=True)
 
     python = None
-    if {"dagger", "bc"} & set(args.methods):
+    if {"dagger", "bc"} & set(args.methods) and not args.cached_only:
         from benchmark_imitation import ensure_venv
 
         python = ensure_venv(args.venv, mujoco=True)
-    jobs = []
-    for task in tasks:
-        for method in args.methods:
-            for seed in args.seeds:
-                jobs.append((method, task, seed))
+    jobs = [
+        (method, task, seed)
+        for task in tasks
+        for method in args.methods
+        for seed in args.seeds
+        if not args.cached_only or finished(args, method, task, seed)
+    ]
 
     def one(job: tuple[str, Task, int]) -> dict[str, Any]:
         method, task, seed = job
@@ -216,8 +234,11 @@ def main() -> None:
             return run_imitation(args, python, method, task, seed)
         return run_zoo(args, method, task, seed)
 
+    # zoo PPO / SAC runs depend on the env only: one run serves every expert of that env
+    unique = {run_folder(args, *job): job for job in jobs}
     with ThreadPoolExecutor(args.jobs) as pool:
-        results = list(pool.map(one, jobs))
+        by_folder = dict(zip(unique, pool.map(one, unique.values())))
+    results = [{**by_folder[run_folder(args, *job)], "task": job[1].name} for job in jobs]
 
     rows = []
     for result in results:
