@@ -41,7 +41,7 @@ import yaml
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "scripts"))
-from zoo_runs import evaluate_checkpoints, references, zoo_train  # noqa: E402
+from zoo_bench import evaluate_checkpoints, references, zoo_train  # noqa: E402
 
 #: the zoo's published returns at 1M steps (rl-baselines3-zoo benchmark.md, one run each, -v3 envs)
 ZOO_PUBLISHED = {

@@ -33,7 +33,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "scripts"))
-from zoo_runs import evaluate_checkpoints, references, zoo_train  # noqa: E402
+from zoo_bench import evaluate_checkpoints, references, zoo_train  # noqa: E402
 
 
 def parse_policy_kwargs(value: Any) -> dict[str, Any]:
