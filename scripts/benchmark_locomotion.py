@@ -41,7 +41,7 @@ import yaml
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "scripts"))
-from zoo_bench import evaluate_checkpoints, references, zoo_train  # noqa: E402
+from zoo_bench import decorate_curve_axes, evaluate_checkpoints, references, zoo_train  # noqa: E402
 
 #: the zoo's published returns at 1M steps (rl-baselines3-zoo benchmark.md, one run each, -v3 envs)
 ZOO_PUBLISHED = {
@@ -286,14 +286,8 @@ def plot(args: argparse.Namespace, tasks: list[Task], results: list[dict[str, An
                     label=LABELS[method] if method not in seen else None)  # fmt: skip
             seen.add(method)
         r = refs[task.name]
-        ax.axhline(r["expert"], color="tab:green", ls="--", label=f"expert ({r['expert']:.0f})")
-        ax.axhline(threshold_between(r["random"], r["expert"]), color="gray", ls="-.", label="threshold (90%)")
-        ax.axhline(r["random"], color="tab:red", ls=":", label=f"random ({r['random']:.0f})")
-        ax.set_xlabel("environment steps")
-        ax.set_ylabel(f"mean return, {args.eval_episodes} seeded episodes")
-        ax.set_title(f"{task.env}, expert {task.expert}")
-        ax.grid(alpha=0.3)
-        ax.legend(fontsize=8, loc="best")
+        threshold = threshold_between(r["random"], r["expert"])
+        decorate_curve_axes(ax, r, threshold, f"{task.env}, expert {task.expert}", args.eval_episodes)
         fig.tight_layout()
         fig.savefig(args.out / f"locomotion_{task.name}.png", dpi=110)
         plt.close(fig)

@@ -33,7 +33,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "scripts"))
-from zoo_bench import evaluate_checkpoints, references, zoo_train  # noqa: E402
+from zoo_bench import decorate_curve_axes, evaluate_checkpoints, references, zoo_train  # noqa: E402
 
 
 def parse_policy_kwargs(value: Any) -> dict[str, Any]:
@@ -166,16 +166,9 @@ def main() -> None:
         for i, result in enumerate(results):
             ax.plot(result["timesteps"], result["returns"], marker="s", ms=3, color=colors.get(method, "gray"), alpha=0.7,
                     label=f"imitation {method.upper() if method == 'bc' else 'DAgger'}" if i == 0 else None)  # fmt: skip
-    ax.axhline(refs["expert"], color="tab:green", ls="--", label=f"expert ({refs['expert']:.0f})")
-    ax.axhline(threshold, color="gray", ls="-.", label=f"threshold ({threshold:.0f})")
-    ax.axhline(refs["random"], color="tab:red", ls=":", label=f"random ({refs['random']:.0f})")
     last = max([args.timesteps] + [r["timesteps"][-1] for results in others.values() for r in results])
     ax.set_xlim(0, last * 1.03)
-    ax.set_xlabel("environment steps")
-    ax.set_ylabel(f"mean return, {args.eval_episodes} seeded episodes")
-    ax.set_title(f"{args.env}, value-only expert {args.expert}")
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=8, loc="best")
+    decorate_curve_axes(ax, refs, threshold, f"{args.env}, value-only expert {args.expert}", args.eval_episodes)
     fig.tight_layout()
     stem = f"aggrevated_value_{args.env}{suffix}"
     args.out.mkdir(parents=True, exist_ok=True)

@@ -179,3 +179,15 @@ def references(env_id: str, expert_path: Path, episodes: int, seed: int, cache: 
     cache.parent.mkdir(parents=True, exist_ok=True)
     cache.write_text(json.dumps(refs))
     return refs
+
+
+def decorate_curve_axes(ax: Any, refs: dict[str, float], threshold: float, title: str, eval_episodes: int) -> None:
+    """Expert, threshold and random lines, labels, grid and legend of a learning-curve plot."""
+    ax.axhline(refs["expert"], color="tab:green", ls="--", label=f"expert ({refs['expert']:.0f})")
+    ax.axhline(threshold, color="gray", ls="-.", label=f"threshold ({threshold:.0f})")
+    ax.axhline(refs["random"], color="tab:red", ls=":", label=f"random ({refs['random']:.0f})")
+    ax.set_xlabel("environment steps")
+    ax.set_ylabel(f"mean return, {eval_episodes} seeded episodes")
+    ax.set_title(title)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8, loc="best")
