@@ -100,7 +100,15 @@ def references(task: Task, experts: Path, stats_dir: Path) -> tuple[float, float
 
 
 def run(
-    python: Path, method: str, task: Task, seed: int, experts: Path, stats: Path | None, work: Path, eval_seed: int = 50_000
+    python: Path,
+    method: str,
+    task: Task,
+    seed: int,
+    experts: Path,
+    stats: Path | None,
+    work: Path,
+    eval_seed: int = 50_000,
+    bc_epochs: int = 4,
 ) -> dict:
     out = work / f"{method}-{task.env_id}-{seed}.json"
     if out.exists():
@@ -110,6 +118,7 @@ def run(
         "--expert", str(next((experts / task.expert).glob("*.zip"))), "--expert-algo", task.expert_algo,
         "--budget", str(task.budget), "--eval-every", str(task.eval_every), "--eval-episodes", str(task.eval_episodes),
         "--net-arch", *map(str, task.net_arch), "--seed", str(seed), "--eval-seed", str(eval_seed), "--out", str(out),
+        "--bc-epochs", str(bc_epochs),
     ]  # fmt: skip
     if stats is not None:
         command += ["--stats", str(stats)]

@@ -127,7 +127,9 @@ def run_imitation(args: argparse.Namespace, python: Path, method: str, task: Tas
     )
     work = args.work_dir / f"imitation-{task.name}"
     work.mkdir(parents=True, exist_ok=True)
-    result = run(python, method, imitation_task, seed, args.experts, None, work, eval_seed=args.eval_seed)
+    result = run(
+        python, method, imitation_task, seed, args.experts, None, work, eval_seed=args.eval_seed, bc_epochs=args.bc_epochs
+    )
     wall = result["wall_s"]
     return {"method": method, "task": task.name, "seed": seed, "steps": result["timesteps"], "returns": result["returns"],
             "wall_s": wall[-1], "wall_curve": wall}  # fmt: skip
@@ -195,6 +197,7 @@ def main() -> None:
     parser.add_argument("--eval-episodes", type=int, default=10)
     parser.add_argument("--eval-seed", type=int, default=50_000)
     parser.add_argument("--jobs", type=int, default=2)
+    parser.add_argument("--bc-epochs", type=int, default=4, help="BC epochs per DAgger round / BC fit (imitation's: 4)")
     parser.add_argument("--experts", type=Path, default=ROOT.parent / "shared" / "experts")
     parser.add_argument("--venv", type=Path, default=ROOT.parent / "imitation_venv", help="imitation's venv")
     parser.add_argument("--timing", action="store_true", help="also time AggreVaTeD's parts at the YAML settings")
