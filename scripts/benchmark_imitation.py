@@ -109,6 +109,7 @@ def run(
     work: Path,
     eval_seed: int = 50_000,
     bc_epochs: int = 4,
+    normalize_obs: bool = False,
 ) -> dict:
     out = work / f"{method}-{task.env_id}-{seed}.json"
     if out.exists():
@@ -118,7 +119,7 @@ def run(
         "--expert", str(next((experts / task.expert).glob("*.zip"))), "--expert-algo", task.expert_algo,
         "--budget", str(task.budget), "--eval-every", str(task.eval_every), "--eval-episodes", str(task.eval_episodes),
         "--net-arch", *map(str, task.net_arch), "--seed", str(seed), "--eval-seed", str(eval_seed), "--out", str(out),
-        "--bc-epochs", str(bc_epochs),
+        "--bc-epochs", str(bc_epochs), *(["--normalize-obs"] if normalize_obs else []),
     ]  # fmt: skip
     if stats is not None:
         command += ["--stats", str(stats)]

@@ -128,7 +128,16 @@ def run_imitation(args: argparse.Namespace, python: Path, method: str, task: Tas
     work = args.work_dir / f"imitation-{task.name}"
     work.mkdir(parents=True, exist_ok=True)
     result = run(
-        python, method, imitation_task, seed, args.experts, None, work, eval_seed=args.eval_seed, bc_epochs=args.bc_epochs
+        python,
+        method,
+        imitation_task,
+        seed,
+        args.experts,
+        None,
+        work,
+        eval_seed=args.eval_seed,
+        bc_epochs=args.bc_epochs,
+        normalize_obs=True,  # as AggreVaTeD's learner (the YAML's `normalize`)
     )
     wall = result["wall_s"]
     return {"method": method, "task": task.name, "seed": seed, "steps": result["timesteps"], "returns": result["returns"],
@@ -313,7 +322,8 @@ def write_page(
         f"every {args.save_freq:,} env steps. Threshold: random + 0.9 (expert - random). AggreVaTeD: the YAML "
         f"defaults through the zoo CLI, {args.budget:,} env steps. PPO and SAC: the zoo's own tuned `-v4` entries, "
         f"{args.rl_budget:,} env steps (the zoo trains them for 1M). DAgger and BC: imitation 1.0.1, same expert, "
-        f"256-256 learner, {args.budget:,} env steps, on the `-v4` twin env (imitation's gymnasium 0.29 has no "
+        f"256-256 learner with imitation's running observation normalisation (as AggreVaTeD's learner normalises its "
+        f"observations), {args.budget:,} env steps, on the `-v4` twin env (imitation's gymnasium 0.29 has no "
         '`-v5`). "held": the fraction of the checkpoints after the first crossing that are at the threshold too.',
         "",
     ]

@@ -118,6 +118,9 @@ def main() -> None:
     parser.add_argument("--bc-epochs", type=int, default=4, help="BC epochs per DAgger round / per BC fit")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--eval-seed", type=int, default=50_000, help="seed of the first evaluation episode")
+    parser.add_argument(
+        "--normalize-obs", action="store_true", help="imitation's NormalizeFeaturesExtractor (running mean/std) in the learner"
+    )
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args()
     th.set_num_threads(1)
@@ -126,8 +129,14 @@ def main() -> None:
     expert = load_expert(args.expert, args.expert_algo, env, args.stats)
     venv = StepCounter(DummyVecEnv([lambda: RolloutInfoWrapper(gym.make(args.env)) for _ in range(args.n_envs)]))
     venv.seed(args.seed)
-    policy_kwargs = {"net_arch": list(args.net_arch)}
-    from imitation.policies.base import FeedForward32Policy  # noqa: F401 - imitation's default policy family
+    policy_kwargs: dict = {"net_arch": list(args.net_arch)}
+    from imitation.policies.base import (
+        FeedForward32Policy,  # noqa: F401 - imitation's default policy family
+        NormalizeFeaturesExtractor,
+    )
+
+    if args.normalize_obs:  # as AggreVaTeD's learner normalises its observations (the zoo's `normalize`)
+        policy_kwargs["features_extractor_class"] = NormalizeFeaturesExtractor
     from stable_baselines3.common.policies import ActorCriticPolicy
 
     def new_bc() -> bc.BC:
@@ -183,6 +192,7 @@ def main() -> None:
         json.dumps(
             {
                 "method": args.method, "env": args.env, "seed": args.seed, "net_arch": args.net_arch,
+                "normalize_obs": args.normalize_obs, "bc_epochs": args.bc_epochs,
                 "timesteps": [c[0] for c in curve], "returns": [c[1] for c in curve], "wall_s": [c[2] for c in curve],
                 "expert_return_same_protocol": expert_return,
             }
