@@ -241,9 +241,8 @@ def main() -> None:
 
     def one(job: tuple[str, Task, int]) -> dict[str, Any]:
         method, task, seed = job
-        if method in ("dagger", "bc"):
-            assert python is not None
-            return run_imitation(args, python, method, task, seed)
+        if method in ("dagger", "bc"):  # with --cached-only the venv is not needed: the results are read back
+            return run_imitation(args, python or args.venv / "bin" / "python", method, task, seed)
         return run_zoo(args, method, task, seed)
 
     # zoo PPO / SAC runs depend on the env only: one run serves every expert of that env
