@@ -518,6 +518,19 @@ def test_zoo_v3_mujoco_experts_act_on_newer_envs_and_say_so_once(folder: str, en
     assert expert_return > random_return + {"HalfCheetah": 1000, "Swimmer": 25, "Hopper": 300}[env_id.split("-")[0]]
 
 
+def test_same_env_under_the_zoo_file_naming_is_silent() -> None:
+    """The zoo writes sb3ext/BallPlateContinuous-v0 as sb3ext-BallPlateContinuous-v0.zip: the same env, no warning."""
+    import warnings
+
+    import sb3ext.envs  # noqa: F401 - registers the env
+
+    expert = load_expert("shipped:sac/sb3ext-BallPlateContinuous-v0_1")
+    env = gym.make("sb3ext/BallPlateContinuous-v0")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        expert.check_spaces(env.observation_space, env.action_space, "sb3ext/BallPlateContinuous-v0")
+
+
 def test_mismatched_mujoco_expert_names_both_envs() -> None:
     pytest.importorskip("mujoco")
     expert = load_expert(shared_expert("tqc/Hopper-v3_1"))

@@ -167,6 +167,10 @@ _WARNED_OTHER_ENV: set[tuple[str, str]] = set()
 _ENV_ID = re.compile(r"^(?:[\w.-]+/)?[\w.:-]+-v\d+$")
 
 
+def _id_key(env_id: str) -> str:
+    return env_id.replace("/", "-").replace(":", "-")
+
+
 def trained_env_id(model_file: Path, hub_repo: str | None = None) -> str | None:
     """The env id a zoo checkpoint was trained on, from its naming: ``<algo>-<EnvId>`` on the Hub, ``<EnvId>.zip``
     in a zoo folder (``<algo>/<EnvId>_<n>/<EnvId>.zip``); None when the name is not an env id."""
@@ -283,7 +287,8 @@ class Expert:
         :param env_id: the environment's id: when it is not the one the expert was trained on (a zoo ``-v3``
             MuJoCo expert on a ``-v5`` env) and the spaces match, say so once (a ``UserWarning``)
         """
-        other_version = bool(env_id and self.env_id and env_id != self.env_id)
+        # the zoo writes "/" and ":" of an env id as "-" in file and Hub names (sb3ext/X-v0 -> sb3ext-X-v0.zip)
+        other_version = bool(env_id and self.env_id and _id_key(env_id) != _id_key(self.env_id))
         for what, mine, theirs in (
             ("observation", self.observation_space, observation_space),
             ("action", self.action_space, action_space),
