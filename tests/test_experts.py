@@ -501,21 +501,26 @@ def test_zoo_v3_mujoco_experts_act_on_newer_envs_and_say_so_once(folder: str, en
         expert.check_spaces(env.observation_space, env.action_space, env_id)  # once only
         expert.check_spaces(env.observation_space, env.action_space, expert.env_id)  # same id: silent
 
-    def total_reward(policy) -> float:
-        obs, _ = env.reset(seed=0)
-        total = 0.0
-        for _ in range(200):
-            obs, reward, terminated, truncated, _ = env.step(policy(obs))
-            total += float(reward)
-            if terminated or truncated:
-                break
-        return total
+    def median_reward(policy) -> float:
+        """Median over 5 seeded episodes of the reward of their first 200 steps (MuJoCo is chaotic: never one episode)."""
+        totals = []
+        for seed in range(5):
+            obs, _ = env.reset(seed=seed)
+            total = 0.0
+            for _ in range(200):
+                obs, reward, terminated, truncated, _ = env.step(policy(obs))
+                total += float(reward)
+                if terminated or truncated:
+                    break
+            totals.append(total)
+        return float(np.median(totals))
 
     env.action_space.seed(0)
-    expert_return = total_reward(lambda obs: expert.act(obs[None])[0])
-    random_return = total_reward(lambda obs: env.action_space.sample())
-    # 200 steps of the experts: HalfCheetah ~1,800-2,400, Swimmer ~60, Hopper ~600; random: ~-60, ~0, ~20
-    assert expert_return > random_return + {"HalfCheetah": 1000, "Swimmer": 25, "Hopper": 300}[env_id.split("-")[0]]
+    expert_return = median_reward(lambda obs: expert.act(obs[None])[0])
+    random_return = median_reward(lambda obs: env.action_space.sample())
+    # medians measured here: HalfCheetah 1,560 (SAC) and 1,899 (TQC), Swimmer 61, Hopper 613; random -58, 2, 28
+    margin = {"HalfCheetah": 1000, "Swimmer": 25, "Hopper": 300}[env_id.split("-")[0]]
+    assert expert_return > random_return + margin, (expert_return, random_return)
 
 
 def test_same_env_under_the_zoo_file_naming_is_silent() -> None:
