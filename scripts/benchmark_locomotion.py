@@ -41,7 +41,7 @@ import yaml
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "scripts"))
-from zoo_bench import decorate_curve_axes, evaluate_checkpoints, references, zoo_train  # noqa: E402
+from zoo_bench import decorate_curve_axes, evaluate_checkpoints, references, yaml_aggrevated, zoo_train  # noqa: E402
 
 #: the zoo's published returns at 1M steps (rl-baselines3-zoo benchmark.md, one run each, -v3 envs)
 ZOO_PUBLISHED = {
@@ -161,23 +161,12 @@ def finished(args: argparse.Namespace, method: str, task: Task, seed: int) -> bo
 def timing(task: Task, experts: Path, steps: int) -> dict[str, float]:
     """AggreVaTeD at the YAML settings in this process: env steps/s and the mean seconds per iteration of each part."""
     import torch as th
-    from benchmark_value_expert import parse_policy_kwargs
-    from stable_baselines3.common.env_util import make_vec_env
-    from stable_baselines3.common.vec_env import VecNormalize
-
-    from sb3ext.algos.aggrevated import AggreVaTeD
 
     th.set_num_threads(1)
-    entry = dict(yaml.safe_load((ROOT / "hyperparams" / "aggrevated.yml").read_text())[task.env])
-    for key in ("expert", "n_timesteps", "normalize", "policy"):
-        entry.pop(key, None)
-    n_envs = int(entry.pop("n_envs"))
-    entry["policy_kwargs"] = parse_policy_kwargs(entry.get("policy_kwargs"))
-    env = VecNormalize(make_vec_env(task.env, n_envs=n_envs, seed=0), norm_reward=False)
-    model = AggreVaTeD("MlpPolicy", env, expert=experts / task.expert, seed=0, device="cpu", **entry)
-    per_iteration = n_envs * int(entry["n_steps"])
+    model = yaml_aggrevated(task.env, experts / task.expert)
+    per_iteration = model.n_envs * model.n_steps
     # warm-up: fill the aggregation window, so that the timed iterations re-score a full window
-    model.learn(per_iteration * int(entry["aggregation_window"]))
+    model.learn(per_iteration * model.aggregation_window)
     totals: dict[str, float] = {}
     iterations = 0
     start = time.perf_counter()

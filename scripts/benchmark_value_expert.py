@@ -19,31 +19,19 @@ folder of ``scripts/benchmark_imitation.py``), DAgger's and BC's curves on the s
 from __future__ import annotations
 
 import argparse
-import ast
 import csv
 import json
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "scripts"))
-from zoo_bench import decorate_curve_axes, evaluate_checkpoints, references, zoo_train  # noqa: E402
-
-
-def parse_policy_kwargs(value: Any) -> dict[str, Any]:
-    """The zoo's ``"dict(key=literal, ...)"`` policy_kwargs string as a dict (literals only)."""
-    if value is None or isinstance(value, dict):
-        return dict(value or {})
-    call = ast.parse(value, mode="eval").body
-    if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Name) and call.func.id == "dict"):
-        raise ValueError(f"policy_kwargs: expected dict(...), got {value!r}")
-    return {str(kw.arg): ast.literal_eval(kw.value) for kw in call.keywords}
+from zoo_bench import decorate_curve_axes, evaluate_checkpoints, references, yaml_aggrevated, zoo_train  # noqa: E402
 
 
 def throughput(args: argparse.Namespace, steps: int = 8_192, repeats: int = 3) -> dict[str, float]:
@@ -51,23 +39,10 @@ def throughput(args: argparse.Namespace, steps: int = 8_192, repeats: int = 3) -
 
     ``learn(steps)`` after one warm-up iteration, ``repeats`` times per estimator, interleaved; the median.
     """
-    import yaml
-    from stable_baselines3.common.env_util import make_vec_env
-    from stable_baselines3.common.vec_env import VecNormalize
-
-    from sb3ext.algos.aggrevated import AggreVaTeD
-
-    entry = dict(yaml.safe_load((ROOT / "hyperparams" / "aggrevated.yml").read_text())[args.env])
-    for key in ("expert", "n_timesteps", "normalize", "policy"):
-        entry.pop(key, None)
-    n_envs = int(entry.pop("n_envs", 1))
-    entry["policy_kwargs"] = parse_policy_kwargs(entry.get("policy_kwargs"))
     models = {}
     for estimator in ("expert_policy", "learned_q", "td"):
-        env = VecNormalize(make_vec_env(args.env, n_envs=n_envs, seed=0), norm_reward=False)
-        params = {**entry, "value_estimator": estimator}
-        models[estimator] = AggreVaTeD("MlpPolicy", env, expert=args.experts / args.expert, seed=0, device="cpu", **params)
-        models[estimator].learn(n_envs * int(entry["n_steps"]))  # warm-up
+        models[estimator] = yaml_aggrevated(args.env, args.experts / args.expert, value_estimator=estimator)
+        models[estimator].learn(models[estimator].n_envs * models[estimator].n_steps)  # warm-up
     timings: dict[str, list[float]] = {name: [] for name in models}
     for _ in range(repeats):
         for name, model in models.items():

@@ -10,6 +10,7 @@ Two protocols:
 
 from __future__ import annotations
 
+import ast
 import json
 import os
 import subprocess
@@ -191,3 +192,32 @@ def decorate_curve_axes(ax: Any, refs: dict[str, float], threshold: float, title
     ax.set_title(title)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8, loc="best")
+
+
+def parse_policy_kwargs(value: Any) -> dict[str, Any]:
+    """The zoo's ``"dict(key=literal, ...)"`` policy_kwargs string as a dict (literals only)."""
+    if value is None or isinstance(value, dict):
+        return dict(value or {})
+    call = ast.parse(value, mode="eval").body
+    if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Name) and call.func.id == "dict"):
+        raise ValueError(f"policy_kwargs: expected dict(...), got {value!r}")
+    return {str(kw.arg): ast.literal_eval(kw.value) for kw in call.keywords}
+
+
+def yaml_aggrevated(env_id: str, expert: Any, seed: int = 0, **overrides: Any) -> Any:
+    """AggreVaTeD in this process with the ``hyperparams/aggrevated.yml`` entry of ``env_id`` (its ``normalize`` as
+    a VecNormalize of the observations), the given expert and overrides, on CPU."""
+    import yaml
+    from stable_baselines3.common.env_util import make_vec_env
+    from stable_baselines3.common.vec_env import VecNormalize
+
+    from sb3ext.algos.aggrevated import AggreVaTeD
+
+    root = Path(__file__).resolve().parent.parent
+    entry = dict(yaml.safe_load((root / "hyperparams" / "aggrevated.yml").read_text())[env_id])
+    for key in ("expert", "n_timesteps", "normalize", "policy"):
+        entry.pop(key, None)
+    n_envs = int(entry.pop("n_envs", 1))
+    entry["policy_kwargs"] = parse_policy_kwargs(entry.get("policy_kwargs"))
+    env = VecNormalize(make_vec_env(env_id, n_envs=n_envs, seed=seed), norm_reward=False)
+    return AggreVaTeD("MlpPolicy", env, expert=expert, seed=seed, device="cpu", **{**entry, **overrides})
