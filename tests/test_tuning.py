@@ -166,7 +166,9 @@ def training(study: optuna.Study, storage: str) -> list[optuna.trial.FrozenTrial
     Optuna only fails a stale trial that has a heartbeat row; a worker killed before its heartbeat thread first
     wrote one leaves a trial that stays RUNNING, so the kill waits for the row.
     """
-    running = [trial for trial in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)) if len(trial.params) == N_PARAMS]
+    running = [
+        trial for trial in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)) if len(trial.params) == N_PARAMS
+    ]
     if not running:
         return []
     engine = sqlalchemy.create_engine(storage)
