@@ -18,6 +18,7 @@ from stable_baselines3.common.env_util import make_vec_env
 
 from sb3ext.algos.aggrevated import AggreVaTeD
 from sb3ext.algos.aggrevated.aggrevated import expected_advantages, leave_one_out_advantages
+from sb3ext.algos.aggrevated.buffers import StateAggregationBuffer
 from sb3ext.common.resources import hyperparams_path
 from sb3ext.experts import load_expert
 from tests.conftest import shared_expert
@@ -178,6 +179,37 @@ def test_aggregation_window_and_samples_take_effect() -> None:
     assert data.actions.shape == (5, 7, 1)
 
 
+def test_aggregation_reservoir_is_rescored_beside_the_window() -> None:
+    model = pendulum_model(aggregation_window=2, aggregation_reservoir=40, beta_init=0.0)
+    model.learn(16 * 3)  # the third roll-in evicts the first: 16 states in the reservoir
+    assert model.logger.name_to_value["train/aggregated_states"] == 32 + 16
+    model.learn(16 * 3, reset_num_timesteps=False)
+    assert model.logger.name_to_value["train/aggregated_states"] == 32 + 40
+    learner_obs, expert_obs = model._aggregation.get()
+    assert len(np.unique(learner_obs, axis=0)) == 72  # no state twice: the reservoir holds only evicted ones
+
+
+def test_reservoir_keeps_a_uniform_sample_of_the_evicted_states() -> None:
+    """Each evicted state ends up in the reservoir with the same probability, whatever its age."""
+    rng = np.random.default_rng(0)
+    kept = []
+    for _ in range(400):
+        buffer = StateAggregationBuffer(1, 10, (1,), (1,), reservoir=20, rng=rng)
+        for batch in range(100):
+            labels = np.arange(batch * 10, batch * 10 + 10, dtype=np.float32).reshape(-1, 1)
+            buffer.add(labels, -labels)
+        learner_obs, expert_obs = buffer.get()
+        np.testing.assert_array_equal(learner_obs, -expert_obs)  # the two views stay paired
+        np.testing.assert_array_equal(learner_obs[:10, 0], np.arange(990, 1000))  # the window: the latest roll-in
+        reservoir = learner_obs[10:, 0]
+        assert len(reservoir) == 20 and len(set(reservoir)) == 20 and reservoir.max() < 990
+        kept.append(reservoir)
+    counts = np.bincount(np.concatenate(kept).astype(int), minlength=990) / 400  # P(kept) per state: 20/990 each
+    # a first-20 or last-20 reservoir would give means near 10 or 980; uniform: 494.5 (std of this mean ~3)
+    assert abs(np.concatenate(kept).mean() - 494.5) < 20
+    assert abs(counts[:330].mean() - counts[-330:].mean()) < 0.005  # oldest and newest thirds: ~0.0202 each
+
+
 def test_std_floor_holds() -> None:
     model = pendulum_model(min_std=0.4, beta_init=0.0)
     with th.no_grad():
@@ -240,6 +272,8 @@ def test_unknown_hyperparameter_names_it_and_suggests() -> None:
         ("beta_decay", -0.1),
         ("n_action_samples", 1),
         ("aggregation_window", 0),
+        ("aggregation_reservoir", -1),
+        ("aggregation_reservoir", 2.5),
         ("rl_switch", [5, 2]),
         ("rl_switch", -1),
         ("min_std", -1.0),
@@ -303,8 +337,8 @@ def test_load_with_expert_kwarg_continues_the_schedule(tmp_path: Path) -> None:
 
 
 def test_model_saved_before_value_estimators_loads_and_trains(tmp_path: Path) -> None:
-    """A checkpoint without ``value_estimator`` / ``critic_kwargs`` (saved by an older sb3ext) loads, predicts the
-    same, and trains on with a value-only expert (the current default estimator)."""
+    """A checkpoint without ``value_estimator`` / ``critic_kwargs`` / ``aggregation_reservoir`` (saved by an older
+    sb3ext) loads, predicts the same, and trains on with a value-only expert (the current default estimator)."""
     import json
 
     env = make_vec_env("BipedalWalker-v3", n_envs=2, seed=0)
@@ -317,14 +351,15 @@ def test_model_saved_before_value_estimators_loads_and_trains(tmp_path: Path) ->
             content = source.read(item.filename)
             if item.filename == "data":
                 data = json.loads(content)
-                assert "value_estimator" in data and "critic_kwargs" in data
-                del data["value_estimator"], data["critic_kwargs"]
+                assert "value_estimator" in data and "critic_kwargs" in data and "aggregation_reservoir" in data
+                del data["value_estimator"], data["critic_kwargs"], data["aggregation_reservoir"]
                 content = json.dumps(data).encode()
             target.writestr(item, content)
     loaded = AggreVaTeD.load(old, env=make_vec_env("BipedalWalker-v3", n_envs=2, seed=1))
     obs = np.stack([env.observation_space.sample() for _ in range(5)])
     np.testing.assert_array_equal(model.predict(obs, deterministic=True)[0], loaded.predict(obs, deterministic=True)[0])
     assert loaded.value_estimator == "expert_policy" and loaded.critic_kwargs is None
+    assert loaded.aggregation_reservoir == 0
     loaded.set_expert(shared_expert("ppo/BipedalWalker-v3_1"))
     loaded.learn(16, reset_num_timesteps=False)
     assert loaded.imitation_iterations == 2

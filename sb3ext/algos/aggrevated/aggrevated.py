@@ -95,6 +95,10 @@ class AggreVaTeD(PPO):
     :param beta_decay: ``beta_n = beta_init * beta_decay ** n`` at imitation iteration n, in [0, 1]
     :param n_action_samples: K, learner actions scored by Q* per state (continuous actions, K >= 2)
     :param aggregation_window: number of past roll-ins whose states are re-scored at every iteration
+    :param aggregation_reservoir: number of older states (those that have left the window) also re-scored at every
+        iteration: a uniform sample of all of them (reservoir sampling), so that states recent roll-ins do not visit,
+        such as the first steps of episodes longer than the window, are still trained on (0: none). Used by the
+        estimators that re-score aggregated states (Q* experts, ``expert_policy``)
     :param per_state_normalization: divide each state's advantages by that state's largest |A|
         (None: on for discrete actions, off for continuous ones)
     :param bound_coef: weight of the quadratic penalty on the Gaussian mean outside the action bounds
@@ -147,6 +151,7 @@ class AggreVaTeD(PPO):
         beta_decay: float = 0.9,
         n_action_samples: int = 16,
         aggregation_window: int = 32,
+        aggregation_reservoir: int = 0,
         per_state_normalization: bool | None = None,
         bound_coef: float = 1.0,
         min_std: float = 0.1,
@@ -200,6 +205,7 @@ class AggreVaTeD(PPO):
         self.beta_decay = beta_decay
         self.n_action_samples = n_action_samples
         self.aggregation_window = aggregation_window
+        self.aggregation_reservoir = aggregation_reservoir
         self.per_state_normalization = per_state_normalization
         self.bound_coef = bound_coef
         self.min_std = min_std
@@ -240,6 +246,8 @@ class AggreVaTeD(PPO):
             raise bad("n_action_samples", "an integer >= 2")
         if int(self.aggregation_window) != self.aggregation_window or self.aggregation_window < 1:
             raise bad("aggregation_window", "an integer >= 1")
+        if int(self.aggregation_reservoir) != self.aggregation_reservoir or self.aggregation_reservoir < 0:
+            raise bad("aggregation_reservoir", "an integer >= 0")
         if self.per_state_normalization not in (None, True, False):
             raise bad("per_state_normalization", "None, True or False")
         if self.bound_coef < 0:
@@ -317,6 +325,8 @@ class AggreVaTeD(PPO):
             self.n_steps * self.n_envs,
             self.observation_space.shape,  # type: ignore[arg-type]
             loaded.observation_space.shape,  # type: ignore[arg-type]
+            reservoir=int(self.aggregation_reservoir),
+            rng=np.random.default_rng(None if self.seed is None else [self.seed, 1]),  # not the roll-in's stream
         )
 
     def set_expert(self, expert: str | os.PathLike[str] | Expert) -> None:

@@ -8,38 +8,78 @@ import numpy as np
 
 
 class StateAggregationBuffer:
-    """Ring buffer of the states visited by the last ``window`` roll-ins (the "Aggre" of AggreVaTeD).
+    """The states visited by the last ``window`` roll-ins (the "Aggre" of AggreVaTeD), and a reservoir of older ones.
 
     Each state is kept twice: as the learner observes it and as the expert observes it (after the
     expert's own frozen observation normalisation). Q* labels do not depend on the learner, so the
     stored states can be re-scored with fresh samples of the current policy at every iteration.
 
+    The paper aggregates every state ever visited; re-scoring them all at every iteration costs more and more.
+    The window keeps the recent ones. States that leave it are offered to a reservoir of ``reservoir`` states
+    (uniform reservoir sampling, Vitter's algorithm R): a fixed-size, uniform sample of all older states. It keeps
+    states that recent roll-ins happen not to visit, such as the first steps of long episodes, which a window
+    shorter than an episode holds only part of the time.
+
     :param window: number of roll-ins kept
     :param states_per_rollout: states added per roll-in (``n_steps * n_envs``)
     :param learner_shape: shape of one learner observation
     :param expert_shape: shape of one expert observation
+    :param reservoir: number of older states kept (0: none)
+    :param rng: the reservoir's random generator
     """
 
-    def __init__(self, window: int, states_per_rollout: int, learner_shape: tuple[int, ...], expert_shape: tuple[int, ...]):
+    def __init__(
+        self,
+        window: int,
+        states_per_rollout: int,
+        learner_shape: tuple[int, ...],
+        expert_shape: tuple[int, ...],
+        reservoir: int = 0,
+        rng: np.random.Generator | None = None,
+    ):
         self.window = window
         self.capacity = window * states_per_rollout
-        self.learner_obs = np.zeros((self.capacity, *learner_shape), dtype=np.float32)
-        self.expert_obs = np.zeros((self.capacity, *expert_shape), dtype=np.float32)
+        self.reservoir = reservoir
+        total = self.capacity + reservoir  # window in [0, capacity), reservoir in [capacity, total)
+        self.learner_obs = np.zeros((total, *learner_shape), dtype=np.float32)
+        self.expert_obs = np.zeros((total, *expert_shape), dtype=np.float32)
         self.pos = 0
         self.size = 0
+        self.reservoir_size = 0
+        self.evicted = 0  # states that have left the window so far
+        self._rng = rng if rng is not None else np.random.default_rng()
 
     def add(self, learner_obs: np.ndarray, expert_obs: np.ndarray) -> None:
-        """Add a batch of states (one per env)."""
+        """Add a batch of states (one per env); the ones they replace in the window go to the reservoir."""
         n = len(learner_obs)
         idx = (self.pos + np.arange(n)) % self.capacity
+        if self.reservoir and self.size == self.capacity:
+            self._offer(idx)
         self.learner_obs[idx] = learner_obs
         self.expert_obs[idx] = expert_obs
         self.pos = int((self.pos + n) % self.capacity)
         self.size = min(self.size + n, self.capacity)
 
+    def _offer(self, idx: np.ndarray) -> None:
+        """Algorithm R: the i-th evicted state (0-based) replaces a random slot with probability reservoir / (i + 1)."""
+        seen = self.evicted + np.arange(len(idx))
+        slots = np.where(seen < self.reservoir, seen, self._rng.integers(0, seen + 1))
+        keep = slots < self.reservoir
+        # a later state of this batch drawing the same slot wins, as it would one at a time
+        target = self.capacity + slots[keep]
+        self.learner_obs[target] = self.learner_obs[idx[keep]]
+        self.expert_obs[target] = self.expert_obs[idx[keep]]
+        self.evicted += len(idx)
+        self.reservoir_size = min(self.evicted, self.reservoir)
+
     def get(self) -> tuple[np.ndarray, np.ndarray]:
-        """All stored states: (learner observations, expert observations)."""
-        return self.learner_obs[: self.size], self.expert_obs[: self.size]
+        """All stored states, window then reservoir: (learner observations, expert observations)."""
+        if self.reservoir_size == 0:
+            return self.learner_obs[: self.size], self.expert_obs[: self.size]
+        if self.size == self.capacity and self.reservoir_size == self.reservoir:  # both full: no copy
+            return self.learner_obs, self.expert_obs
+        rows = np.r_[0 : self.size, self.capacity : self.capacity + self.reservoir_size]
+        return self.learner_obs[rows], self.expert_obs[rows]
 
 
 class RollInArrays(NamedTuple):
