@@ -136,6 +136,23 @@ def test_beta_decides_who_acts(beta: float) -> None:
         assert logged["time/rollin_expert_s"] == 0.0  # the expert was never asked to act
 
 
+def test_rollin_deterministic_envs_act_with_the_learners_mode() -> None:
+    model = pendulum_model(beta_init=0.0, rollin_deterministic=0.5)  # 2 envs: env 0 with the mode, env 1 samples
+    recorder = ActionRecorder()
+    model._setup_learn(16, recorder)
+    model.collect_rollouts(model.env, model._init_callback(recorder), model.rollout_buffer, model.n_steps)
+    obs = th.as_tensor(np.stack(recorder.obs))
+    with th.no_grad():
+        distribution = model.policy.get_distribution(obs.reshape(-1, 3))
+        mode = distribution.mode().reshape(-1, 2, 1).numpy()
+    executed = np.stack(recorder.executed)
+    np.testing.assert_allclose(executed[:, 0], np.clip(mode[:, 0], -2, 2), atol=1e-6)
+    assert np.abs(executed[:, 1] - np.clip(mode[:, 1], -2, 2)).min() > 0
+    with th.no_grad():  # the buffer holds the learner's log-probs of the executed actions
+        expected = distribution.log_prob(th.as_tensor(model.rollout_buffer.actions.reshape(-1, 1))).numpy()
+    np.testing.assert_allclose(model.rollout_buffer.log_probs.reshape(-1), expected, atol=1e-5)
+
+
 def test_buffer_log_probs_always_come_from_the_learner() -> None:
     model = pendulum_model(beta_init=1.0, beta_decay=1.0)
     model.learn(16)  # fills the buffer with expert actions, then trains
@@ -274,6 +291,7 @@ def test_unknown_hyperparameter_names_it_and_suggests() -> None:
         ("aggregation_window", 0),
         ("aggregation_reservoir", -1),
         ("aggregation_reservoir", 2.5),
+        ("rollin_deterministic", 1.5),
         ("rl_switch", [5, 2]),
         ("rl_switch", -1),
         ("min_std", -1.0),

@@ -99,6 +99,10 @@ class AggreVaTeD(PPO):
         iteration: a uniform sample of all of them (reservoir sampling), so that states recent roll-ins do not visit,
         such as the first steps of episodes longer than the window, are still trained on (0: none). Used by the
         estimators that re-score aggregated states (Q* experts, ``expert_policy``)
+    :param rollin_deterministic: fraction of the envs (the first ones) on which the learner's roll-in actions are
+        its deterministic action (the distribution's mode, the one it is evaluated and deployed with) instead of a
+        sample, so that the aggregated states include those the deterministic policy visits; the K scored samples
+        still come from its distribution. Imitation phase only (0: samples on every env)
     :param per_state_normalization: divide each state's advantages by that state's largest |A|
         (None: on for discrete actions, off for continuous ones)
     :param bound_coef: weight of the quadratic penalty on the Gaussian mean outside the action bounds
@@ -152,6 +156,7 @@ class AggreVaTeD(PPO):
         n_action_samples: int = 16,
         aggregation_window: int = 32,
         aggregation_reservoir: int = 0,
+        rollin_deterministic: float = 0.0,
         per_state_normalization: bool | None = None,
         bound_coef: float = 1.0,
         min_std: float = 0.1,
@@ -206,6 +211,7 @@ class AggreVaTeD(PPO):
         self.n_action_samples = n_action_samples
         self.aggregation_window = aggregation_window
         self.aggregation_reservoir = aggregation_reservoir
+        self.rollin_deterministic = rollin_deterministic
         self.per_state_normalization = per_state_normalization
         self.bound_coef = bound_coef
         self.min_std = min_std
@@ -248,6 +254,8 @@ class AggreVaTeD(PPO):
             raise bad("aggregation_window", "an integer >= 1")
         if int(self.aggregation_reservoir) != self.aggregation_reservoir or self.aggregation_reservoir < 0:
             raise bad("aggregation_reservoir", "an integer >= 0")
+        if not 0.0 <= float(self.rollin_deterministic) <= 1.0:
+            raise bad("rollin_deterministic", "a fraction of the envs in [0, 1]")
         if self.per_state_normalization not in (None, True, False):
             raise bad("per_state_normalization", "None, True or False")
         if self.bound_coef < 0:
@@ -389,8 +397,10 @@ class AggreVaTeD(PPO):
         rollin = None
         if not self.in_rl_phase and self._expert is not None:
             assert self._aggregation is not None
+            n_mode = int(round(float(self.rollin_deterministic) * env.num_envs))
+            learner_mode = np.arange(env.num_envs) < n_mode  # the first envs roll in with the learner's mode
             rollin = RollIn(self._expert, beta, self._mix_rng, self._aggregation, self._rollin_record,
-                            self.get_vec_normalize_env())  # fmt: skip
+                            self.get_vec_normalize_env(), learner_mode)  # fmt: skip
 
         callback.on_rollout_start()
 

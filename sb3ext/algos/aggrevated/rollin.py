@@ -52,6 +52,8 @@ class RollIn:
     :param aggregation: the aggregated states (every visited state is added)
     :param record: the transitions of this roll-in (value-only experts), reset here
     :param vec_normalize: the learner's ``VecNormalize``, undone before the expert sees an observation
+    :param learner_mode: per env, whether the learner acts with its distribution's mode (its deterministic action,
+        the one it is deployed with) instead of a sample; None: samples everywhere
     """
 
     def __init__(
@@ -62,8 +64,10 @@ class RollIn:
         aggregation: StateAggregationBuffer,
         record: RollInRecord,
         vec_normalize: VecNormalize | None,
+        learner_mode: np.ndarray | None = None,
     ):
         self.expert = expert
+        self.learner_mode = learner_mode if learner_mode is not None and learner_mode.any() else None
         self.beta = beta
         self.rng = rng
         self.aggregation = aggregation
@@ -86,7 +90,7 @@ class RollIn:
 
         :param actions: the learner's sampled actions
         :param distribution: the learner's distribution at ``last_obs``
-        :return: (executed actions, their learner log-probs if any expert action was executed, else None)
+        :return: (executed actions, their learner log-probs if any action is not the learner's sample, else None)
         """
         expert = self.expert
         expert_obs = expert.normalize_obs(self.original_obs(last_obs))
@@ -94,16 +98,24 @@ class RollIn:
         use_expert = self.rng.random(len(expert_obs)) < self.beta
         if expert.kind == VALUE_ONLY:
             self.record.add_state(expert_obs, use_expert)
-        if not use_expert.any():
+        changed = False
+        if self.learner_mode is not None:
+            mode = distribution.mode().cpu().numpy().reshape(actions.shape)
+            actions = np.where(self.learner_mode.reshape(-1, *([1] * (actions.ndim - 1))), mode, actions)
+            changed = True
+        if use_expert.any():
+            start = time.perf_counter()
+            expert_actions = expert.act(expert_obs)
+            self.expert_seconds += time.perf_counter() - start
+            mask = use_expert.reshape(-1, *([1] * (actions.ndim - 1)))
+            actions = np.where(mask, expert_actions.reshape(actions.shape), actions)
+            self.n_expert_actions += int(use_expert.sum())
+            changed = True
+        if not changed:
             return actions, None
-        start = time.perf_counter()
-        expert_actions = expert.act(expert_obs)
-        self.expert_seconds += time.perf_counter() - start
-        actions = np.where(use_expert.reshape(-1, *([1] * (actions.ndim - 1))), expert_actions.reshape(actions.shape), actions)
-        # Old log-probs in the buffer always come from the learner, also for executed expert actions
+        # Old log-probs in the buffer always come from the learner's distribution, whoever chose the action
         with th.no_grad():
             log_probs = distribution.log_prob(th.as_tensor(actions, device=device))
-        self.n_expert_actions += int(use_expert.sum())
         return actions, log_probs
 
     def observe(self, new_obs: Any, rewards: np.ndarray, dones: np.ndarray, infos: list[dict[str, Any]]) -> None:
