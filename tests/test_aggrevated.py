@@ -19,6 +19,7 @@ from stable_baselines3.common.env_util import make_vec_env
 from sb3ext.algos.aggrevated import AggreVaTeD
 from sb3ext.algos.aggrevated.aggrevated import expected_advantages, leave_one_out_advantages
 from sb3ext.algos.aggrevated.buffers import StateAggregationBuffer
+from sb3ext.algos.aggrevated.estimators import surrogate_terms
 from sb3ext.common.resources import hyperparams_path
 from sb3ext.experts import load_expert
 from tests.conftest import shared_expert
@@ -151,6 +152,24 @@ def test_rollin_deterministic_envs_act_with_the_learners_mode() -> None:
     with th.no_grad():  # the buffer holds the learner's log-probs of the executed actions
         expected = distribution.log_prob(th.as_tensor(model.rollout_buffer.actions.reshape(-1, 1))).numpy()
     np.testing.assert_allclose(model.rollout_buffer.log_probs.reshape(-1), expected, atol=1e-5)
+
+
+def test_expert_bc_pulls_the_mean_to_the_expert_only_where_the_expert_clearly_wins() -> None:
+    env = make_vec_env("Pendulum-v1", n_envs=2, seed=0)
+    expert = QuadraticExpert(env.observation_space, env.action_space, np.array([1.5], dtype=np.float32))
+    model = AggreVaTeD("MlpPolicy", env, expert=expert, seed=0, beta_init=0.0, expert_bc_coef=1.0, **SMALL)
+    with th.no_grad():
+        model.policy.log_std.fill_(-3.0)  # narrow samples around a mean near 0: none comes near the expert's 1.5
+    obs = th.zeros(6, 3)
+    scores, _ = model._score_states(obs, obs)
+    assert scores.expert_gap_z is not None and (scores.expert_gap_z > 3.0).all()
+    idx = th.arange(6)
+    terms = surrogate_terms(scores, idx, model.policy.get_distribution(obs), 0.2, env.action_space, model.device, 3.0)
+    assert terms["expert_bc_fraction"].item() == 1.0 and terms["expert_bc"].item() > 0.4  # ((0 - 0.75))^2 ~ 0.56
+    off = surrogate_terms(scores, idx, model.policy.get_distribution(obs), 0.2, env.action_space, model.device, 1e9)
+    assert off["expert_bc_fraction"].item() == 0.0 and off["expert_bc"].item() == 0.0
+    model.learn(16 * 4)
+    assert model.logger.name_to_value["train/expert_bc_fraction"] > 0
 
 
 def test_buffer_log_probs_always_come_from_the_learner() -> None:
@@ -292,6 +311,7 @@ def test_unknown_hyperparameter_names_it_and_suggests() -> None:
         ("aggregation_reservoir", -1),
         ("aggregation_reservoir", 2.5),
         ("rollin_deterministic", 1.5),
+        ("expert_bc_coef", -1.0),
         ("rl_switch", [5, 2]),
         ("rl_switch", -1),
         ("min_std", -1.0),

@@ -103,6 +103,12 @@ class AggreVaTeD(PPO):
         its deterministic action (the distribution's mode, the one it is evaluated and deployed with) instead of a
         sample, so that the aggregated states include those the deterministic policy visits; the K scored samples
         still come from its distribution. Imitation phase only (0: samples on every env)
+    :param expert_bc_coef: weight of a Q-filtered behaviour-cloning term (Q* experts, Box actions): the squared
+        distance of the Gaussian mean to the expert's action, in half action ranges, on the aggregated states where
+        Q*(s, expert action) beats the mean Q* of the K samples by more than ``expert_bc_margin`` standard deviations
+        of theirs. Those are states where the samples around the learner's mean cannot find what the expert does,
+        e.g. a pose in which every nearby action keeps the body still (0: off)
+    :param expert_bc_margin: that margin, in standard deviations of the K samples' Q* at the state
     :param per_state_normalization: divide each state's advantages by that state's largest |A|
         (None: on for discrete actions, off for continuous ones)
     :param bound_coef: weight of the quadratic penalty on the Gaussian mean outside the action bounds
@@ -157,6 +163,8 @@ class AggreVaTeD(PPO):
         aggregation_window: int = 32,
         aggregation_reservoir: int = 0,
         rollin_deterministic: float = 0.0,
+        expert_bc_coef: float = 0.0,
+        expert_bc_margin: float = 3.0,
         per_state_normalization: bool | None = None,
         bound_coef: float = 1.0,
         min_std: float = 0.1,
@@ -212,6 +220,8 @@ class AggreVaTeD(PPO):
         self.aggregation_window = aggregation_window
         self.aggregation_reservoir = aggregation_reservoir
         self.rollin_deterministic = rollin_deterministic
+        self.expert_bc_coef = expert_bc_coef
+        self.expert_bc_margin = expert_bc_margin
         self.per_state_normalization = per_state_normalization
         self.bound_coef = bound_coef
         self.min_std = min_std
@@ -256,6 +266,10 @@ class AggreVaTeD(PPO):
             raise bad("aggregation_reservoir", "an integer >= 0")
         if not 0.0 <= float(self.rollin_deterministic) <= 1.0:
             raise bad("rollin_deterministic", "a fraction of the envs in [0, 1]")
+        if not float(self.expert_bc_coef) >= 0:
+            raise bad("expert_bc_coef", "a number >= 0")
+        if not float(self.expert_bc_margin) >= 0:
+            raise bad("expert_bc_margin", "a number >= 0 (standard deviations of the samples' Q*)")
         if self.per_state_normalization not in (None, True, False):
             raise bad("per_state_normalization", "None, True or False")
         if self.bound_coef < 0:
@@ -561,8 +575,11 @@ class AggreVaTeD(PPO):
         value_batch = min(self.batch_size, n_rollout)
 
         logs: dict[str, list[th.Tensor]] = {
-            k: [] for k in ("policy_loss", "bound_penalty", "entropy_loss", "clip_fraction", "approx_kl")
-        }
+            k: []
+            for k in ("policy_loss", "bound_penalty", "entropy_loss", "clip_fraction", "approx_kl", "expert_bc",
+                      "expert_bc_fraction")
+        }  # fmt: skip
+        bc_margin = float(self.expert_bc_margin) if self.expert_bc_coef > 0 else None
         value_losses: list[th.Tensor] = []
         gradient_groups = actor_critic_parameters(self.policy)
         log_std_floor = self._log_std_floor()
@@ -573,7 +590,7 @@ class AggreVaTeD(PPO):
                 idx = permutation[start : start + self.batch_size]
                 value_idx = th.randint(n_rollout, (value_batch,), device=self.device)
                 distribution, values = distribution_and_values(self.policy, learner_obs[idx], rollout.observations[value_idx])
-                terms = surrogate_terms(scores, idx, distribution, clip_range, self.action_space, self.device)
+                terms = surrogate_terms(scores, idx, distribution, clip_range, self.action_space, self.device, bc_margin)
                 value_loss = F.mse_loss(rollout.returns[value_idx], values)
                 if kl_exceeded(terms["approx_kl"].item(), self.target_kl):
                     continue_training = False
@@ -584,6 +601,7 @@ class AggreVaTeD(PPO):
                     terms["policy_loss"]
                     + self.bound_coef * terms["bound_penalty"]
                     + self.ent_coef * terms["entropy_loss"]
+                    + self.expert_bc_coef * terms["expert_bc"]
                     + self.vf_coef * value_loss
                 )
                 self.policy.optimizer.zero_grad()

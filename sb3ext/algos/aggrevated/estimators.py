@@ -68,6 +68,10 @@ class SampledScores(NamedTuple):
     actions: th.Tensor  # (K, N, *action_shape)
     log_prob_old: th.Tensor  # (K, N)
     advantages: th.Tensor  # (K, N)
+    # Q* experts: the expert's action per state, and by how many standard deviations of the K samples' Q* it
+    # beats their mean (a large gap: the learner's local samples cannot find what the expert does there)
+    expert_actions: th.Tensor | None = None  # (N, *action_shape)
+    expert_gap_z: th.Tensor | None = None  # (N,)
 
 
 class DistributionScores(NamedTuple):
@@ -154,7 +158,8 @@ class QContinuousEstimator(_QEstimator):
                 "q_twin_spread": expert.q_spread(expert_obs, actions[0]).mean(),
             }
             advantages = self._normalize(advantages, bool(self.per_state_normalization), 0)
-        return SampledScores(actions, log_prob_old, advantages), stats
+            gap_z = (expert_q - q.mean(dim=0)) / (q.std(dim=0) + 1e-6)
+        return SampledScores(actions, log_prob_old, advantages, expert_actions, gap_z), stats
 
 
 class QDiscreteEstimator(_QEstimator):
@@ -437,11 +442,25 @@ def make_estimator(
 
 
 def surrogate_terms(
-    scores: Scores, idx: th.Tensor, distribution: Any, clip_range: float, action_space: spaces.Space, device: th.device
+    scores: Scores,
+    idx: th.Tensor,
+    distribution: Any,
+    clip_range: float,
+    action_space: spaces.Space,
+    device: th.device,
+    expert_bc_margin: float | None = None,
 ) -> dict[str, th.Tensor]:
-    """PPO-clipped surrogate of the AggreVaTeD objective on the scored samples of the states ``idx``."""
+    """PPO-clipped surrogate of the AggreVaTeD objective on the scored samples of the states ``idx``.
+
+    With ``expert_bc_margin`` (Q* experts, Box actions), also ``expert_bc``: the squared distance of the
+    Gaussian mean to the expert's action (in half action ranges, averaged over dimensions) on the states where the
+    expert's action beats the mean Q* of the learner's K samples by more than ``expert_bc_margin`` of their
+    standard deviations (zero elsewhere), and ``expert_bc_fraction``, the share of such states.
+    """
     torch_dist = torch_distribution(distribution)
     bound_penalty = th.zeros((), device=device)
+    expert_bc = th.zeros((), device=device)
+    expert_bc_fraction = th.zeros((), device=device)
     if isinstance(scores, DistributionScores):  # discrete actions, exact expectation over all actions
         probs_old = scores.probs_old[idx]
         advantages = scores.advantages[idx]
@@ -470,6 +489,11 @@ def surrogate_terms(
             high = th.as_tensor(action_space.high, device=device)
             normalized_mean = 2.0 * (torch_dist.mean - low) / (high - low) - 1.0
             bound_penalty = (F.relu(normalized_mean.abs() - 1.0) ** 2).sum(dim=-1).mean()
+            if expert_bc_margin is not None and scores.expert_actions is not None and scores.expert_gap_z is not None:
+                weight = (scores.expert_gap_z[idx] > expert_bc_margin).float()
+                target = 2.0 * (scores.expert_actions[idx].clamp(low, high) - low) / (high - low) - 1.0
+                expert_bc = (weight * ((normalized_mean - target) ** 2).mean(dim=-1)).mean()
+                expert_bc_fraction = weight.mean()
     entropy = distribution.entropy()
     entropy_loss = -th.mean(entropy) if entropy is not None else th.zeros((), device=device)
     return {
@@ -478,4 +502,6 @@ def surrogate_terms(
         "entropy_loss": entropy_loss,
         "clip_fraction": fraction,
         "approx_kl": kl,
+        "expert_bc": expert_bc,
+        "expert_bc_fraction": expert_bc_fraction,
     }
