@@ -487,11 +487,15 @@ def surrogate_terms(
         if isinstance(action_space, spaces.Box):
             low = th.as_tensor(action_space.low, device=device)
             high = th.as_tensor(action_space.high, device=device)
-            normalized_mean = 2.0 * (torch_dist.mean - low) / (high - low) - 1.0
+
+            def unit(action: th.Tensor) -> th.Tensor:  # the action box mapped to [-1, 1]
+                return 2.0 * (action - low) / (high - low) - 1.0
+
+            normalized_mean = unit(torch_dist.mean)
             bound_penalty = (F.relu(normalized_mean.abs() - 1.0) ** 2).sum(dim=-1).mean()
             if expert_bc_margin is not None and scores.expert_actions is not None and scores.expert_gap_z is not None:
                 weight = (scores.expert_gap_z[idx] > expert_bc_margin).float()
-                target = 2.0 * (scores.expert_actions[idx].clamp(low, high) - low) / (high - low) - 1.0
+                target = unit(scores.expert_actions[idx].clamp(low, high))
                 expert_bc = (weight * ((normalized_mean - target) ** 2).mean(dim=-1)).mean()
                 expert_bc_fraction = weight.mean()
     entropy = distribution.entropy()

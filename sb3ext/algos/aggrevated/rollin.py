@@ -98,17 +98,17 @@ class RollIn:
         use_expert = self.rng.random(len(expert_obs)) < self.beta
         if expert.kind == VALUE_ONLY:
             self.record.add_state(expert_obs, use_expert)
+        per_env = (-1, *([1] * (actions.ndim - 1)))  # broadcasts one flag per env over the action dimensions
         changed = False
         if self.learner_mode is not None:
             mode = distribution.mode().cpu().numpy().reshape(actions.shape)
-            actions = np.where(self.learner_mode.reshape(-1, *([1] * (actions.ndim - 1))), mode, actions)
+            actions = np.where(self.learner_mode.reshape(per_env), mode, actions)
             changed = True
         if use_expert.any():
             start = time.perf_counter()
             expert_actions = expert.act(expert_obs)
             self.expert_seconds += time.perf_counter() - start
-            mask = use_expert.reshape(-1, *([1] * (actions.ndim - 1)))
-            actions = np.where(mask, expert_actions.reshape(actions.shape), actions)
+            actions = np.where(use_expert.reshape(per_env), expert_actions.reshape(actions.shape), actions)
             self.n_expert_actions += int(use_expert.sum())
             changed = True
         if not changed:
