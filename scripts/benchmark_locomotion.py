@@ -240,6 +240,7 @@ def main() -> None:
         by_folder = dict(zip(unique, pool.map(one, unique.values())))
     results = [{**by_folder[run_folder(args, *job)], "task": job[1].name} for job in jobs]
 
+    results, carried = merge_earlier(args, tasks, results)
     rows = []
     for result in results:
         r = refs[result["task"]]
@@ -255,9 +256,11 @@ def main() -> None:
             "wall_to_threshold_s": wall_to, "held": held, "final": result["returns"][-1],
             "best": max(result["returns"]), "budget": result["steps"][-1], "wall_s": result["wall_s"],
         })  # fmt: skip
+    rows += carried
     args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "locomotion_runs.json").write_text(json.dumps(results))
     with open(args.out / "locomotion.csv", "w", newline="") as handle:
-        writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
+        writer = csv.DictWriter(handle, fieldnames=[k for k in rows[0] if k != "carried"], extrasaction="ignore")
         writer.writeheader()
         writer.writerows(rows)
     timings: dict[str, dict] = {}
@@ -270,6 +273,40 @@ def main() -> None:
                 cache.write_text(json.dumps(timings, indent=1))
     plot(args, tasks, results, refs)
     write_page(args, tasks, rows, refs, timings)
+
+
+def merge_earlier(
+    args: argparse.Namespace, tasks: list[Task], results: list[dict[str, Any]]
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The runs of this invocation, plus those of the methods it did not run, read back from the pages written
+    before: their curves from ``locomotion_runs.json`` (kept and re-plotted), or else only their summary rows from
+    ``locomotion.csv`` (marked as carried: no curve to plot). A partial re-run (``--methods aggrevated``) so keeps
+    the rest of the comparison."""
+    ran = {(r["task"], r["method"]) for r in results}
+    names = {task.name for task in tasks}
+    curves_file, rows_file = args.out / "locomotion_runs.json", args.out / "locomotion.csv"
+    earlier = json.loads(curves_file.read_text()) if curves_file.exists() else []
+    kept = [r for r in earlier if r["task"] in names and (r["task"], r["method"]) not in ran]
+    have = ran | {(r["task"], r["method"]) for r in kept}
+    carried = []
+    if rows_file.exists():
+        with open(rows_file, newline="") as handle:
+            for row in csv.DictReader(handle):
+                if row["task"] in names and (row["task"], row["method"]) not in have:
+                    carried.append(parse_row(row))
+    return results + kept, carried
+
+
+def parse_row(row: dict[str, str]) -> dict[str, Any]:
+    """A row of ``locomotion.csv`` with its numbers back (empty: None), marked ``carried``."""
+    number = lambda v, kind: kind(float(v)) if v not in ("", None) else None  # noqa: E731
+    return {
+        "task": row["task"], "method": row["method"], "seed": int(row["seed"]),
+        "steps_to_threshold": number(row["steps_to_threshold"], int),
+        "wall_to_threshold_s": number(row["wall_to_threshold_s"], float),
+        "held": number(row["held"], float), "final": float(row["final"]), "best": float(row["best"]),
+        "budget": int(float(row["budget"])), "wall_s": float(row["wall_s"]), "carried": True,
+    }  # fmt: skip
 
 
 def plot(args: argparse.Namespace, tasks: list[Task], results: list[dict[str, Any]], refs: dict[str, dict]) -> None:
@@ -320,6 +357,12 @@ def write_page(
         '`-v5`). "held": the fraction of the checkpoints after the first crossing that are at the threshold too.',
         "",
     ]
+    if any(row.get("carried") for row in rows):
+        lines += [
+            "Rows marked * were not re-run by this command: they are the earlier generation's rows of "
+            "`locomotion.csv` (see the file's history for the command and date), without a curve in the plots.",
+            "",
+        ]
     for task in tasks:
         r = refs[task.name]
         threshold = threshold_between(r["random"], r["expert"])
@@ -335,7 +378,7 @@ def write_page(
             "final returns | best |",
             "|---|---|---|---|---|---|---|---|",
         ]
-        for method in args.methods:
+        for method in METHODS:
             mine = [row for row in rows if row["task"] == task.name and row["method"] == method]
             if not mine:
                 continue
@@ -351,7 +394,8 @@ def write_page(
             bests = ", ".join(f"{row['best']:.0f}" for row in mine)
             per_seed = ", ".join(fmt_steps(v) for v in values)
             seeds = ", ".join(str(row["seed"]) for row in mine)
-            lines.append(f"| {LABELS[method]} | {seeds} | {median} | {per_seed} | {walls} | {held} | {finals} | {bests} |")
+            label = LABELS[method] + (" *" if mine[0].get("carried") else "")
+            lines.append(f"| {label} | {seeds} | {median} | {per_seed} | {walls} | {held} | {finals} | {bests} |")
         lines += ["", f"![{task.name}](locomotion_{task.name}.png)", ""]
     if timings:
         lines += [

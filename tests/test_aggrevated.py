@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import copy
 import inspect
+import warnings
 import zipfile
 from pathlib import Path
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
@@ -19,11 +21,11 @@ from stable_baselines3.common.env_util import make_vec_env
 from sb3ext.algos.aggrevated import AggreVaTeD
 from sb3ext.algos.aggrevated.aggrevated import expected_advantages, leave_one_out_advantages
 from sb3ext.algos.aggrevated.buffers import StateAggregationBuffer
-from sb3ext.algos.aggrevated.estimators import surrogate_terms
+from sb3ext.algos.aggrevated.estimators import critic_signal_and_noise, surrogate_terms
 from sb3ext.common.resources import hyperparams_path
 from sb3ext.experts import load_expert
 from tests.conftest import shared_expert
-from tests.toy_experts import QuadraticExpert, TableExpert
+from tests.toy_experts import NoisyTwinExpert, QuadraticExpert, TableExpert
 
 SMALL = dict(n_steps=8, batch_size=32, n_epochs=2, n_action_samples=4, aggregation_window=4, policy_kwargs=dict(net_arch=[16]))
 
@@ -170,6 +172,72 @@ def test_expert_bc_pulls_the_mean_to_the_expert_only_where_the_expert_clearly_wi
     assert off["expert_bc_fraction"].item() == 0.0 and off["expert_bc"].item() == 0.0
     model.learn(16 * 4)
     assert model.logger.name_to_value["train/expert_bc_fraction"] > 0
+
+
+def test_critic_signal_and_noise_separate_action_differences_from_critic_disagreement() -> None:
+    g = th.Generator().manual_seed(0)
+    q = th.randn(8, 5, generator=g)  # K = 8 actions, N = 5 states
+    offsets = th.randn(1, 5, generator=g) * 100.0
+    same, none = critic_signal_and_noise(q, th.stack([q, q + offsets]))  # critics differ by a state-only offset
+    assert none is None or th.allclose(none, th.zeros(5), atol=1e-4)
+    single_signal, single_noise = critic_signal_and_noise(q, q[None])
+    assert single_noise is None and th.allclose(single_signal, same)
+    # signal: the root mean square of the leave-one-out advantages of each state
+    th.testing.assert_close(same, leave_one_out_advantages(q).pow(2).mean(dim=0).sqrt())
+    wiggle = th.randn(8, 5, generator=g)
+    _, noise = critic_signal_and_noise(q, th.stack([q - wiggle, q + wiggle]))  # critics differ by +-wiggle per action
+    assert noise is not None
+    th.testing.assert_close(noise, leave_one_out_advantages(wiggle).pow(2).mean(dim=0).sqrt())
+
+
+def _noisy_twin_model(slope: float, **kwargs: Any) -> AggreVaTeD:
+    env = make_vec_env("Pendulum-v1", n_envs=2, seed=0)
+    expert = NoisyTwinExpert(env.observation_space, env.action_space, target=1.0, slope=slope, amplitude=1.0)
+    return AggreVaTeD("MlpPolicy", env, expert=expert, seed=0, beta_init=0.0, **{**SMALL, **kwargs})
+
+
+def test_noise_floor_keeps_a_flat_critics_advantages_small() -> None:
+    obs = th.zeros(64, 3)
+    flat_off, stats = _noisy_twin_model(slope=0.001)._score_states(obs, obs)
+    flat_on, _ = _noisy_twin_model(slope=0.001, noise_floor=True)._score_states(obs, obs)
+    assert stats["critic_snr"] < 0.1 and stats["critic_low_signal_fraction"] == 1.0
+    assert flat_off.advantages.std().item() == pytest.approx(1.0, rel=1e-3)  # noise blown up to unit size
+    assert flat_on.advantages.std().item() < 0.1  # kept at the critic's own signal-to-noise ratio
+    steep_off, steep_stats = _noisy_twin_model(slope=50.0)._score_states(obs, obs)
+    steep_on, _ = _noisy_twin_model(slope=50.0, noise_floor=True)._score_states(obs, obs)
+    assert steep_stats["critic_snr"] > 3  # signal well above the noise: the floor changes nothing
+    th.testing.assert_close(steep_on.advantages.std(), steep_off.advantages.std())
+
+
+def test_expert_bc_snr_copies_the_expert_where_the_critic_says_nothing() -> None:
+    obs = th.zeros(16, 3)
+    model = _noisy_twin_model(slope=0.001, expert_bc_coef=1.0, expert_bc_snr=1.0, expert_bc_margin=1e9)
+    scores, _ = model._score_states(obs, obs)
+    distribution = model.policy.get_distribution(obs)
+    idx = th.arange(16)
+    on = surrogate_terms(scores, idx, distribution, 0.2, model.action_space, model.device, 1e9, 1.0)
+    off = surrogate_terms(scores, idx, distribution, 0.2, model.action_space, model.device, 1e9, 0.0)
+    assert on["expert_bc_fraction"].item() == 1.0 and on["expert_bc"].item() > 0.1  # mean ~0 vs the expert's 0.5
+    assert off["expert_bc_fraction"].item() == 0.0
+    steep = _noisy_twin_model(slope=50.0)
+    steep_scores, _ = steep._score_states(obs, obs)
+    terms = surrogate_terms(
+        steep_scores, idx, steep.policy.get_distribution(obs), 0.2, steep.action_space, steep.device, 1e9, 1.0
+    )
+    assert terms["expert_bc_fraction"].item() == 0.0
+
+
+def test_low_critic_signal_warns_once_and_a_normal_expert_stays_silent() -> None:
+    model = _noisy_twin_model(slope=0.001)
+    with pytest.warns(UserWarning, match="barely separates the learner's actions") as record:
+        model.learn(16 * 3)
+    assert sum("barely separates" in str(w.message) for w in record) == 1
+    assert model.logger.name_to_value["train/critic_snr"] < 1.0
+    with warnings.catch_warnings():
+        warnings.filterwarnings("error", message=".*barely separates")
+        normal = pendulum_model(beta_init=0.0, n_steps=64)
+        normal.learn(64 * 2 * 4)  # 4 iterations with the shipped SAC Pendulum expert
+    assert normal.logger.name_to_value["train/critic_snr"] > 2.0
 
 
 def test_buffer_log_probs_always_come_from_the_learner() -> None:

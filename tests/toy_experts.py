@@ -44,8 +44,37 @@ class QuadraticExpert(_ToyExpert):
         high = th.as_tensor(self.action_space.high)
         return -((actions.clamp(low, high) - self.target) ** 2).sum(dim=-1)
 
+    def q_critics(self, obs: th.Tensor, actions: th.Tensor) -> th.Tensor:
+        return self.q_values(obs, actions)[None]  # one critic
+
+    def combine_critics(self, q_critics: th.Tensor) -> th.Tensor:
+        return q_critics[0]
+
     def q_spread(self, obs: th.Tensor, actions: th.Tensor) -> th.Tensor:
         return th.zeros(actions.shape[:-1])
+
+
+class NoisyTwinExpert(_ToyExpert):
+    """Two critics ``Q_i(s, a) = -slope ||a - target||^2 +- amplitude sin(37 a_0)``: a quadratic signal of size
+    ``slope`` and a wiggle the critics disagree on, of size ``amplitude``; Q* is their mean (as TQC's), the signal."""
+
+    def __init__(self, observation_space: spaces.Box, action_space: spaces.Box, target: float, slope: float, amplitude: float):
+        super().__init__(observation_space, action_space, Q_CONTINUOUS, "noisy-twin-toy")
+        self.target, self.slope, self.amplitude = float(target), float(slope), float(amplitude)
+
+    def act(self, expert_obs: np.ndarray) -> np.ndarray:
+        return np.full((len(expert_obs), *self.action_space.shape), self.target, dtype=np.float32)
+
+    def q_critics(self, obs: th.Tensor, actions: th.Tensor) -> th.Tensor:
+        signal = -self.slope * ((actions - self.target) ** 2).sum(dim=-1)
+        wiggle = self.amplitude * th.sin(37.0 * actions[..., 0])
+        return th.stack([signal + wiggle, signal - wiggle])
+
+    def q_values(self, obs: th.Tensor, actions: th.Tensor) -> th.Tensor:
+        return self.combine_critics(self.q_critics(obs, actions))
+
+    def combine_critics(self, q_critics: th.Tensor) -> th.Tensor:
+        return q_critics.mean(dim=0)
 
 
 class TableExpert(_ToyExpert):

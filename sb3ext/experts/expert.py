@@ -394,19 +394,27 @@ class Expert:
         :param actions: actions in env units, shape (B, act_dim) or (K, B, act_dim) (K samples per state)
         :return: shape (B,) or (K, B); min over twin critics, TQC quantiles and critics averaged
         """
+        return self.combine_critics(self.q_critics(obs, actions))
+
+    @th.no_grad()
+    def q_critics(self, obs: th.Tensor, actions: th.Tensor) -> th.Tensor:
+        """Each critic's Q(s, a) (TQC: its quantiles averaged), shape (n_critics, B) or (n_critics, K, B)."""
         q = self._critic(obs, actions)
-        if isinstance(q, th.Tensor):  # TQC: (N, n_critics, n_quantiles)
-            values = q.mean(dim=(1, 2))
-        else:  # tuple of (N, 1), one per critic
-            values = th.min(th.cat(q, dim=1), dim=1).values
-        return values.reshape(actions.shape[:-1])
+        stacked = q.mean(dim=2) if isinstance(q, th.Tensor) else th.cat(q, dim=1)  # (N, n_critics)
+        return stacked.T.reshape(stacked.shape[1], *actions.shape[:-1])
+
+    def combine_critics(self, q_critics: th.Tensor) -> th.Tensor:
+        """Q* from :meth:`q_critics`, as the expert's own algorithm combines them: the mean for TQC (its quantiles
+        are all averaged), the minimum for twin critics (SAC, TD3); a single critic (DDPG) as it is."""
+        if hasattr(self.policy.critic, "n_quantiles"):  # TQC's quantile critics
+            return q_critics.mean(dim=0)
+        return q_critics.min(dim=0).values
 
     @th.no_grad()
     def q_spread(self, obs: th.Tensor, actions: th.Tensor) -> th.Tensor:
         """|Q1 - Q2| (max - min over critics) on the given actions: how much the critics disagree."""
-        q = self._critic(obs, actions)
-        stacked = q.mean(dim=2) if isinstance(q, th.Tensor) else th.cat(q, dim=1)
-        return (stacked.max(dim=1).values - stacked.min(dim=1).values).reshape(actions.shape[:-1])
+        q = self.q_critics(obs, actions)
+        return q.max(dim=0).values - q.min(dim=0).values
 
     def _critic(self, obs: th.Tensor, actions: th.Tensor) -> Any:
         """The critic's raw output for env-unit actions of shape (B, act_dim) or (K, B, act_dim)."""

@@ -109,6 +109,12 @@ class AggreVaTeD(PPO):
         of theirs. Those are states where the samples around the learner's mean cannot find what the expert does,
         e.g. a pose in which every nearby action keeps the body still (0: off)
     :param expert_bc_margin: that margin, in standard deviations of the K samples' Q* at the state
+    :param expert_bc_snr: the behaviour-cloning term also applies on the states where the expert's critics do not
+        agree which of the K samples is better: their signal-to-noise ratio (``train/critic_snr``, per state) is
+        below this (0: off; needs an expert with several critics: SAC, TD3, TQC)
+    :param noise_floor: divide the advantages by at least the critics' noise, not only by their standard
+        deviation, so that a flat critic's differences stay small instead of becoming full-size policy steps
+        (Q* experts with several critics; with ``normalize_advantage``)
     :param per_state_normalization: divide each state's advantages by that state's largest |A|
         (None: on for discrete actions, off for continuous ones)
     :param bound_coef: weight of the quadratic penalty on the Gaussian mean outside the action bounds
@@ -165,6 +171,8 @@ class AggreVaTeD(PPO):
         rollin_deterministic: float = 0.0,
         expert_bc_coef: float = 0.0,
         expert_bc_margin: float = 3.0,
+        expert_bc_snr: float = 0.0,
+        noise_floor: bool = False,
         per_state_normalization: bool | None = None,
         bound_coef: float = 1.0,
         min_std: float = 0.1,
@@ -222,6 +230,8 @@ class AggreVaTeD(PPO):
         self.rollin_deterministic = rollin_deterministic
         self.expert_bc_coef = expert_bc_coef
         self.expert_bc_margin = expert_bc_margin
+        self.expert_bc_snr = expert_bc_snr
+        self.noise_floor = noise_floor
         self.per_state_normalization = per_state_normalization
         self.bound_coef = bound_coef
         self.min_std = min_std
@@ -238,6 +248,7 @@ class AggreVaTeD(PPO):
         self._estimator: Estimator | None = None
         self._rollin_record = RollInRecord()
         self._last_expert_fraction = 0.0
+        self._warned_low_signal = False
         self._timings: dict[str, float] = {}  # seconds of the latest roll-in (logged as time/* by train)
 
         if _init_setup_model:
@@ -270,6 +281,10 @@ class AggreVaTeD(PPO):
             raise bad("expert_bc_coef", "a number >= 0")
         if not float(self.expert_bc_margin) >= 0:
             raise bad("expert_bc_margin", "a number >= 0 (standard deviations of the samples' Q*)")
+        if not float(self.expert_bc_snr) >= 0:
+            raise bad("expert_bc_snr", "a number >= 0 (a signal-to-noise ratio; 0: off)")
+        if self.noise_floor not in (True, False):
+            raise bad("noise_floor", "True or False")
         if self.per_state_normalization not in (None, True, False):
             raise bad("per_state_normalization", "None, True or False")
         if self.bound_coef < 0:
@@ -332,6 +347,7 @@ class AggreVaTeD(PPO):
             per_state_normalization=self.per_state_normalization,
             normalize_advantage=self.normalize_advantage,
             device=self.device,
+            noise_floor=bool(self.noise_floor),
             gae_lambda=float(self.expert_gae_lambda),
             value_estimator=self.value_estimator,
             learned_q={
@@ -380,6 +396,7 @@ class AggreVaTeD(PPO):
             "_estimator",
             "_rollin_record",
             "_timings",
+            "_warned_low_signal",
         ]
 
     # ------------------------------------------------------------------ roll-in
@@ -590,7 +607,9 @@ class AggreVaTeD(PPO):
                 idx = permutation[start : start + self.batch_size]
                 value_idx = th.randint(n_rollout, (value_batch,), device=self.device)
                 distribution, values = distribution_and_values(self.policy, learner_obs[idx], rollout.observations[value_idx])
-                terms = surrogate_terms(scores, idx, distribution, clip_range, self.action_space, self.device, bc_margin)
+                terms = surrogate_terms(
+                    scores, idx, distribution, clip_range, self.action_space, self.device, bc_margin, float(self.expert_bc_snr)
+                )
                 value_loss = F.mse_loss(rollout.returns[value_idx], values)
                 if kl_exceeded(terms["approx_kl"].item(), self.target_kl):
                     continue_training = False
@@ -631,6 +650,10 @@ class AggreVaTeD(PPO):
             self.logger.record("train/value_loss", th.stack(value_losses).mean().item())
         for key, value in stats.items():
             self.logger.record(f"train/{key}", float(value))
+        if "critic_snr" in stats and not self._warned_low_signal and float(stats["critic_snr"]) < LOW_SIGNAL_SNR:
+            self._warned_low_signal = True
+            snr, low = float(stats["critic_snr"]), float(stats["critic_low_signal_fraction"])
+            warnings.warn(low_signal_message(self._expert, snr, low, self.imitation_iterations), stacklevel=2)
         if self._expert.ent_coef is not None:
             self.logger.record("train/expert_ent_coef", self._expert.ent_coef)
         self.logger.record("train/aggregated_states", n_states)
@@ -663,6 +686,23 @@ class AggreVaTeD(PPO):
             reset_num_timesteps=reset_num_timesteps,
             progress_bar=progress_bar,
         )
+
+
+#: below this signal-to-noise ratio of Q* across the learner's samples (``train/critic_snr``), the expert's critics
+#: disagree about which sample is better by about as much as the samples differ: AggreVaTeD warns once
+LOW_SIGNAL_SNR = 1.0
+
+
+def low_signal_message(expert: Expert, snr: float, low_fraction: float, iteration: int) -> str:
+    """The one-time warning of a critic that says almost nothing about the learner's actions."""
+    return (
+        f"The expert's critic barely separates the learner's actions: at iteration {iteration} the spread of "
+        f"Q*({expert.source}) across the learner's K samples per state is {snr:.2f} times the disagreement of its own "
+        f"critics (train/critic_snr < {LOW_SIGNAL_SNR}), and on {100 * low_fraction:.0f}% of the aggregated states "
+        "it is below it. Its advantages are then mostly critic noise. "
+        "Set noise_floor=True so that they stay small, and expert_bc_coef > 0 with expert_bc_snr > 0 to copy the "
+        "expert's action on those states; or use an expert whose critic was trained with a lower gamma or longer."
+    )
 
 
 _NO_EXPERT_MESSAGE = (

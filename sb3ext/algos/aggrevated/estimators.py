@@ -43,6 +43,25 @@ def leave_one_out_advantages(q: th.Tensor) -> th.Tensor:
     return q - (q.sum(dim=0, keepdim=True) - q) / (k - 1)
 
 
+def critic_signal_and_noise(q: th.Tensor, q_critics: th.Tensor) -> tuple[th.Tensor, th.Tensor | None]:
+    """Per state: how much Q* separates the K scored actions, and how much its critics disagree about that.
+
+    :param q: Q* of K actions per state, shape (K, N)
+    :param q_critics: each critic's Q of the same actions, shape (n_critics, K, N)
+    :return: ``signal`` = the root mean square over the K actions of their leave-one-out advantages under Q*, and
+        ``noise`` = the root mean square over the K actions of the spread (std) of those advantages across the
+        critics (None with a single critic), both of shape (N,). A state whose signal is below its noise is one
+        where the critics do not agree which of the learner's actions is better.
+    """
+    signal = leave_one_out_advantages(q).pow(2).mean(dim=0).sqrt()
+    if q_critics.shape[0] < 2:
+        return signal, None
+    k = q_critics.shape[1]
+    per_critic = q_critics - (q_critics.sum(dim=1, keepdim=True) - q_critics) / (k - 1)
+    noise = per_critic.var(dim=0, unbiased=False).mean(dim=0).sqrt()
+    return signal, noise
+
+
 def expected_advantages(q: th.Tensor, probs: th.Tensor) -> th.Tensor:
     """A(s, a) = Q*(s, a) - sum_b pi_old(b|s) Q*(s, b): the exact per-state baseline for discrete actions."""
     return q - (probs * q).sum(dim=-1, keepdim=True)
@@ -72,6 +91,9 @@ class SampledScores(NamedTuple):
     # beats their mean (a large gap: the learner's local samples cannot find what the expert does there)
     expert_actions: th.Tensor | None = None  # (N, *action_shape)
     expert_gap_z: th.Tensor | None = None  # (N,)
+    # Q* experts with several critics: per state, the signal-to-noise ratio of Q* across the K samples
+    # (see :func:`critic_signal_and_noise`); low: the critic says nothing about the learner's actions there
+    signal_to_noise: th.Tensor | None = None  # (N,)
 
 
 class DistributionScores(NamedTuple):
@@ -101,6 +123,8 @@ class Estimator:
     :param per_state_normalization: divide each state's advantages by its largest |A| (None: the kind's default)
     :param normalize_advantage: divide all advantages by their standard deviation
     :param device: torch device of the learner
+    :param noise_floor: with ``normalize_advantage``, divide by at least the critics' noise (Q* experts with
+        several critics), not only by the advantages' standard deviation
     """
 
     def __init__(
@@ -110,19 +134,32 @@ class Estimator:
         per_state_normalization: bool | None,
         normalize_advantage: bool,
         device: th.device,
+        noise_floor: bool = False,
     ):
         self.expert = expert
         self.n_action_samples = n_action_samples
         self.per_state_normalization = per_state_normalization
         self.normalize_advantage = normalize_advantage
         self.device = device
+        self.noise_floor = noise_floor
 
-    def _normalize(self, advantages: th.Tensor, per_state: bool, scale_axis: int) -> th.Tensor:
-        """Per state by the largest |A| of the state (optional), then by the batch standard deviation."""
+    def _normalize(self, advantages: th.Tensor, per_state: bool, scale_axis: int, noise: th.Tensor | None = None) -> th.Tensor:
+        """Per state by the largest |A| of the state (optional), then by the batch standard deviation.
+
+        :param noise: per-state noise of the advantages (shape: the advantages' without ``scale_axis``); with
+            ``noise_floor``, the batch scale is at least its root mean square, so that advantages smaller than the
+            critic's own noise are not blown up to full-size policy steps
+        """
         if per_state:
-            advantages = advantages / (advantages.abs().amax(dim=scale_axis, keepdim=True) + 1e-8)
+            scale = advantages.abs().amax(dim=scale_axis, keepdim=True) + 1e-8
+            advantages = advantages / scale
+            if noise is not None:
+                noise = noise / scale.squeeze(scale_axis)
         if self.normalize_advantage:
-            advantages = advantages / (advantages.std() + 1e-8)
+            std = advantages.std()
+            if self.noise_floor and noise is not None:
+                std = th.maximum(std, noise.pow(2).mean().sqrt())
+            advantages = advantages / (std + 1e-8)
         return advantages
 
 
@@ -147,19 +184,28 @@ class QContinuousEstimator(_QEstimator):
             distribution = torch_distribution(policy.get_distribution(learner_obs))
             actions = distribution.sample((self.n_action_samples,))  # (K, N, act_dim)
             log_prob_old = distribution.log_prob(actions).sum(dim=-1)
-            q = expert.q_values(expert_obs, actions)  # (K, N)
+            q_critics = expert.q_critics(expert_obs, actions)  # (n_critics, K, N)
+            q = expert.combine_critics(q_critics)  # (K, N)
             advantages = leave_one_out_advantages(q)
             expert_actions = th.as_tensor(expert.act(expert_obs.cpu().numpy()), device=self.device, dtype=th.float32)
             expert_q = expert.q_values(expert_obs, expert_actions)
+            signal, noise = critic_signal_and_noise(q, q_critics)
             stats = {
                 "q_mean": q.mean(),
                 "q_std": q.std(),
                 "q_gap": (expert_q - q.mean(dim=0)).mean(),
-                "q_twin_spread": expert.q_spread(expert_obs, actions[0]).mean(),
+                "q_twin_spread": (q_critics[:, 0].max(dim=0).values - q_critics[:, 0].min(dim=0).values).mean(),
+                "critic_signal": signal.mean(),
             }
-            advantages = self._normalize(advantages, bool(self.per_state_normalization), 0)
+            snr = None
+            if noise is not None:
+                snr = signal / (noise + 1e-8)
+                stats["critic_noise"] = noise.mean()
+                stats["critic_snr"] = signal.pow(2).mean().sqrt() / (noise.pow(2).mean().sqrt() + 1e-8)
+                stats["critic_low_signal_fraction"] = (signal < noise).float().mean()
+            advantages = self._normalize(advantages, bool(self.per_state_normalization), 0, noise)
             gap_z = (expert_q - q.mean(dim=0)) / (q.std(dim=0) + 1e-6)
-        return SampledScores(actions, log_prob_old, advantages, expert_actions, gap_z), stats
+        return SampledScores(actions, log_prob_old, advantages, expert_actions, gap_z, snr), stats
 
 
 class QDiscreteEstimator(_QEstimator):
@@ -449,13 +495,15 @@ def surrogate_terms(
     action_space: spaces.Space,
     device: th.device,
     expert_bc_margin: float | None = None,
+    expert_bc_snr: float = 0.0,
 ) -> dict[str, th.Tensor]:
     """PPO-clipped surrogate of the AggreVaTeD objective on the scored samples of the states ``idx``.
 
     With ``expert_bc_margin`` (Q* experts, Box actions), also ``expert_bc``: the squared distance of the
     Gaussian mean to the expert's action (in half action ranges, averaged over dimensions) on the states where the
     expert's action beats the mean Q* of the learner's K samples by more than ``expert_bc_margin`` of their
-    standard deviations (zero elsewhere), and ``expert_bc_fraction``, the share of such states.
+    standard deviations, or where the critic's signal-to-noise ratio across the samples is below
+    ``expert_bc_snr`` (zero elsewhere), and ``expert_bc_fraction``, the share of such states.
     """
     torch_dist = torch_distribution(distribution)
     bound_penalty = th.zeros((), device=device)
@@ -494,7 +542,10 @@ def surrogate_terms(
             normalized_mean = unit(torch_dist.mean)
             bound_penalty = (F.relu(normalized_mean.abs() - 1.0) ** 2).sum(dim=-1).mean()
             if expert_bc_margin is not None and scores.expert_actions is not None and scores.expert_gap_z is not None:
-                weight = (scores.expert_gap_z[idx] > expert_bc_margin).float()
+                chosen = scores.expert_gap_z[idx] > expert_bc_margin
+                if expert_bc_snr > 0 and scores.signal_to_noise is not None:
+                    chosen = chosen | (scores.signal_to_noise[idx] < expert_bc_snr)
+                weight = chosen.float()
                 target = unit(scores.expert_actions[idx].clamp(low, high))
                 expert_bc = (weight * ((normalized_mean - target) ** 2).mean(dim=-1)).mean()
                 expert_bc_fraction = weight.mean()
