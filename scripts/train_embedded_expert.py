@@ -1,13 +1,19 @@
-"""Train the experts that sb3ext ships: SAC on Pendulum-v1 (the embedded default) and on the continuous plate.
+"""Train the experts that sb3ext ships, with the unmodified zoo.
 
-Each is trained with the unmodified zoo (for Pendulum-v1 its tuned SAC hyperparameters; for
-``sb3ext/BallPlateContinuous-v0`` sb3ext's ``hyperparams/sac.yml``; a 64-64 network, fixed seed, CPU), so the
-result has the zoo layout (``<Env>.zip`` + ``<Env>/config.yml``) like every Hub checkpoint, and is copied to
-``sb3ext/experts/sac/<Env>_1/``. Then it is evaluated and the score written beside it (``evaluation.yml``).
-Pendulum takes about 3 minutes on 2 cores, the plate about 10.
+* ``sac`` on ``Pendulum-v1`` (the embedded default): the zoo's tuned SAC hyperparameters, a 64-64 network;
+* ``sac`` on ``sb3ext/BallPlateContinuous-v0``: sb3ext's ``hyperparams/sac.yml``, a 64-64 network;
+* ``tqc`` on ``MountainCarContinuous-v0``: the zoo's own ``tqc.yml`` entry, unchanged (50k steps, gamma 0.9999,
+  gSDE). An *imperfect* expert on purpose: it is lazy (some episodes never reach the flag) and its critic is
+  almost flat across actions; AggreVaTeD's tests and the beyond-the-expert benchmark use it.
+
+Fixed seed, CPU, so the result has the zoo layout (``<Env>.zip`` + ``<Env>/config.yml``) like every Hub
+checkpoint, and is copied to ``sb3ext/experts/<algo>/<Env>_1/``. Then it is evaluated and the score written
+beside it (``evaluation.yml``). Pendulum takes about 3 minutes on 2 cores, the plate about 10, the TQC
+mountain car about 30 (one core).
 
     python scripts/train_embedded_expert.py [--env Pendulum-v1] [--timesteps 20000] [--seed 0]
     python scripts/train_embedded_expert.py --env sb3ext/BallPlateContinuous-v0
+    python scripts/train_embedded_expert.py --algo tqc --env MountainCarContinuous-v0
 """
 
 from __future__ import annotations
@@ -20,45 +26,54 @@ import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-#: env id -> default SAC training steps
-EXPERTS = {"Pendulum-v1": 20_000, "sb3ext/BallPlateContinuous-v0": 50_000}
+#: (algo, env id) -> (default training steps, extra zoo --hyperparams)
+SMALL_NET = ("policy_kwargs:dict(net_arch=[64, 64])",)  # the network of the zoo's Pendulum expert: a ~0.3 MB zip
+EXPERTS: dict[tuple[str, str], tuple[int, tuple[str, ...]]] = {
+    ("sac", "Pendulum-v1"): (20_000, SMALL_NET),
+    ("sac", "sb3ext/BallPlateContinuous-v0"): (50_000, SMALL_NET),
+    ("tqc", "MountainCarContinuous-v0"): (50_000, ()),  # the zoo's tqc.yml as it is (its net is 64-64)
+}
 
 
-def target(env_id: str) -> Path:
+def target(env_id: str, algo: str = "sac") -> Path:
     """The shipped expert's folder, named as the zoo names runs (``sb3ext/X-v0`` -> ``sb3ext-X-v0``)."""
     from sb3ext.experts.references import SHIPPED_ROOT
 
-    return SHIPPED_ROOT / "sac" / f"{env_id.replace('/', '-')}_1"
+    return SHIPPED_ROOT / algo / f"{env_id.replace('/', '-')}_1"
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--env", default="Pendulum-v1", choices=list(EXPERTS))
-    parser.add_argument("--timesteps", type=int, default=None, help="SAC training steps (default: per env)")
+    parser.add_argument("--algo", default="sac", choices=sorted({algo for algo, _ in EXPERTS}))
+    parser.add_argument("--env", default="Pendulum-v1", choices=sorted({env for _, env in EXPERTS}))
+    parser.add_argument("--timesteps", type=int, default=None, help="training steps (default: per expert)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--eval-episodes", type=int, default=20)
     parser.add_argument("--evaluate-only", action="store_true", help="only re-evaluate the shipped expert")
     args = parser.parse_args()
-    timesteps = EXPERTS[args.env] if args.timesteps is None else args.timesteps
+    if (args.algo, args.env) not in EXPERTS:
+        known = ", ".join(f"--algo {a} --env {e}" for a, e in EXPERTS)
+        parser.error(f"no shipped expert {args.algo} on {args.env}; known: {known}")
+    default_steps, extra = EXPERTS[(args.algo, args.env)]
+    timesteps = default_steps if args.timesteps is None else args.timesteps
     if not args.evaluate_only:
-        train(args.env, timesteps, args.seed)
-    evaluate(args.env, timesteps, args.seed, args.eval_episodes)
+        train(args.algo, args.env, timesteps, args.seed, extra)
+    evaluate(args.algo, args.env, timesteps, args.seed, args.eval_episodes)
 
 
-def train(env_id: str, timesteps: int, seed: int) -> None:
+def train(algo: str, env_id: str, timesteps: int, seed: int, extra: tuple[str, ...]) -> None:
     name = env_id.replace("/", "-")  # the zoo's file and folder names
-    folder = target(env_id)
+    folder = target(env_id, algo)
     with tempfile.TemporaryDirectory() as tmp:
         command = [
-            sys.executable, "-m", "rl_zoo3.train", "--algo", "sac", "--env", env_id,
+            sys.executable, "-m", "rl_zoo3.train", "--algo", algo, "--env", env_id,
             "-n", str(timesteps), "--seed", str(seed), "--eval-freq", "-1",
             "--device", "cpu", "--num-threads", "1", "-f", tmp, "--log-interval", "5",
-            # the network of the zoo's published Pendulum expert: keeps the shipped zip small (~0.3 MB)
-            "--hyperparams", "policy_kwargs:dict(net_arch=[64, 64])",
+            *(["--hyperparams", *extra] if extra else []),
         ]  # fmt: skip
         print("Running:", " ".join(command), flush=True)
         subprocess.run(command, check=True)
-        run = Path(tmp) / "sac" / f"{name}_1"
+        run = Path(tmp) / algo / f"{name}_1"
         if folder.exists():
             shutil.rmtree(folder)
         (folder / name).mkdir(parents=True)
@@ -67,7 +82,7 @@ def train(env_id: str, timesteps: int, seed: int) -> None:
             shutil.copyfile(run / name / file, folder / name / file)
 
 
-def evaluate(env_id: str, timesteps: int, seed: int, eval_episodes: int) -> None:
+def evaluate(algo: str, env_id: str, timesteps: int, seed: int, eval_episodes: int) -> None:
     import gymnasium as gym
     import numpy as np
     from stable_baselines3.common.evaluation import evaluate_policy
@@ -76,14 +91,14 @@ def evaluate(env_id: str, timesteps: int, seed: int, eval_episodes: int) -> None
     import sb3ext.envs  # noqa: F401 - registers the sb3ext ids
     from sb3ext.experts import load_expert
 
-    folder = target(env_id)
+    folder = target(env_id, algo)
     expert = load_expert(folder)
     env = Monitor(gym.make(env_id))
     env.reset(seed=10_000)
     returns, _ = evaluate_policy(expert, env, n_eval_episodes=eval_episodes, return_episode_rewards=True)
     mean, std = float(np.mean(returns)), float(np.std(returns))
     (folder / "evaluation.yml").write_text(
-        f"env_id: {env_id}\nalgo: sac\ntimesteps: {timesteps}\nseed: {seed}\n"
+        f"env_id: {env_id}\nalgo: {algo}\ntimesteps: {timesteps}\nseed: {seed}\n"
         f"eval_episodes: {eval_episodes}\nmean_return: {mean:.2f}\nstd_return: {std:.2f}\n"
     )
     print(f"Expert in {folder}: mean return {mean:.1f} +/- {std:.1f} over {eval_episodes} episodes")

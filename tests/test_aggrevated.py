@@ -227,6 +227,30 @@ def test_expert_bc_snr_copies_the_expert_where_the_critic_says_nothing() -> None
     assert terms["expert_bc_fraction"].item() == 0.0
 
 
+def test_expert_cap_gives_no_credit_for_beating_the_experts_own_action() -> None:
+    env = make_vec_env("Pendulum-v1", n_envs=2, seed=0)
+    expert = QuadraticExpert(env.observation_space, env.action_space, np.array([1.5], dtype=np.float32))
+    expert.act = lambda obs: np.zeros((len(obs), 1), dtype=np.float32)  # acts 0, but its critic prefers 1.5
+    obs = th.zeros(32, 3)
+    for cap in (False, True):
+        model = AggreVaTeD("MlpPolicy", env, expert=expert, seed=0, beta_init=0.0, expert_cap=cap, **SMALL)
+        scores, _ = model._score_states(obs, obs)
+        actions, advantages = scores.actions[..., 0].clamp(-2, 2), scores.advantages
+        beats_expert = (actions - 1.5).abs() < 1.5  # Q*(s, a) > Q*(s, 0)
+        assert beats_expert.any() and (~beats_expert).any()
+        best = th.where(beats_expert, advantages, th.full_like(advantages, -th.inf)).amax(dim=0)
+        lowest_capped = th.where(beats_expert, advantages, th.full_like(advantages, th.inf)).amin(dim=0)
+        has_both = beats_expert.any(dim=0) & (beats_expert.sum(dim=0) > 1)
+        spread = (best - lowest_capped)[has_both]
+        if cap:  # every sample the critic rates above the expert's action gets the same advantage
+            assert th.allclose(spread, th.zeros_like(spread), atol=1e-5)
+        else:
+            assert (spread > 1e-3).all()
+        worse = th.where(~beats_expert, advantages, th.full_like(advantages, -th.inf)).amax(dim=0)
+        mixed = beats_expert.any(dim=0) & (~beats_expert).any(dim=0)
+        assert (worse[mixed] < lowest_capped[mixed]).all()  # worse than the expert: still below
+
+
 def test_low_critic_signal_warns_once_and_a_normal_expert_stays_silent() -> None:
     model = _noisy_twin_model(slope=0.001)
     with pytest.warns(UserWarning, match="barely separates the learner's actions") as record:

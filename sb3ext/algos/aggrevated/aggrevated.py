@@ -115,6 +115,9 @@ class AggreVaTeD(PPO):
     :param noise_floor: divide the advantages by at least the critics' noise, not only by their standard
         deviation, so that a flat critic's differences stay small instead of becoming full-size policy steps
         (Q* experts with several critics; with ``normalize_advantage``)
+    :param expert_cap: score each sample with ``min(Q*(s, a), Q*(s, expert action))`` (Q* experts, ``Box``): no
+        credit for a sample the critic rates above the expert's own action. Where a critic is nearly flat across
+        actions, the learner can otherwise climb its errors on the states it visits itself, away from the expert
     :param per_state_normalization: divide each state's advantages by that state's largest |A|
         (None: on for discrete actions, off for continuous ones)
     :param bound_coef: weight of the quadratic penalty on the Gaussian mean outside the action bounds
@@ -173,6 +176,7 @@ class AggreVaTeD(PPO):
         expert_bc_margin: float = 3.0,
         expert_bc_snr: float = 0.0,
         noise_floor: bool = False,
+        expert_cap: bool = False,
         per_state_normalization: bool | None = None,
         bound_coef: float = 1.0,
         min_std: float = 0.1,
@@ -232,6 +236,7 @@ class AggreVaTeD(PPO):
         self.expert_bc_margin = expert_bc_margin
         self.expert_bc_snr = expert_bc_snr
         self.noise_floor = noise_floor
+        self.expert_cap = expert_cap
         self.per_state_normalization = per_state_normalization
         self.bound_coef = bound_coef
         self.min_std = min_std
@@ -285,6 +290,8 @@ class AggreVaTeD(PPO):
             raise bad("expert_bc_snr", "a number >= 0 (a signal-to-noise ratio; 0: off)")
         if self.noise_floor not in (True, False):
             raise bad("noise_floor", "True or False")
+        if self.expert_cap not in (True, False):
+            raise bad("expert_cap", "True or False")
         if self.per_state_normalization not in (None, True, False):
             raise bad("per_state_normalization", "None, True or False")
         if self.bound_coef < 0:
@@ -348,6 +355,7 @@ class AggreVaTeD(PPO):
             normalize_advantage=self.normalize_advantage,
             device=self.device,
             noise_floor=bool(self.noise_floor),
+            expert_cap=bool(self.expert_cap),
             gae_lambda=float(self.expert_gae_lambda),
             value_estimator=self.value_estimator,
             learned_q={

@@ -135,6 +135,7 @@ class Estimator:
         normalize_advantage: bool,
         device: th.device,
         noise_floor: bool = False,
+        expert_cap: bool = False,
     ):
         self.expert = expert
         self.n_action_samples = n_action_samples
@@ -142,6 +143,7 @@ class Estimator:
         self.normalize_advantage = normalize_advantage
         self.device = device
         self.noise_floor = noise_floor
+        self.expert_cap = expert_cap
 
     def _normalize(self, advantages: th.Tensor, per_state: bool, scale_axis: int, noise: th.Tensor | None = None) -> th.Tensor:
         """Per state by the largest |A| of the state (optional), then by the batch standard deviation.
@@ -186,9 +188,10 @@ class QContinuousEstimator(_QEstimator):
             log_prob_old = distribution.log_prob(actions).sum(dim=-1)
             q_critics = expert.q_critics(expert_obs, actions)  # (n_critics, K, N)
             q = expert.combine_critics(q_critics)  # (K, N)
-            advantages = leave_one_out_advantages(q)
             expert_actions = th.as_tensor(expert.act(expert_obs.cpu().numpy()), device=self.device, dtype=th.float32)
             expert_q = expert.q_values(expert_obs, expert_actions)
+            # expert_cap: no credit for a sample the critic rates above the expert's own action
+            advantages = leave_one_out_advantages(th.minimum(q, expert_q[None]) if self.expert_cap else q)
             signal, noise = critic_signal_and_noise(q, q_critics)
             stats = {
                 "q_mean": q.mean(),
