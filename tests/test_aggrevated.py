@@ -264,6 +264,21 @@ def test_low_critic_signal_warns_once_and_a_normal_expert_stays_silent() -> None
     assert normal.logger.name_to_value["train/critic_snr"] > 2.0
 
 
+def test_low_signal_fallback_clones_the_expert_from_the_first_low_signal_iteration() -> None:
+    model = _noisy_twin_model(slope=0.001, low_signal_fallback=True, n_epochs=10, target_kl=None, learning_rate=1e-2)
+    with pytest.warns(UserWarning, match="clones the expert's actions"):
+        model.learn(16 * 10)
+    assert model.low_signal_iteration == 0 and model.logger.name_to_value["train/low_signal_imitation"] == 1.0
+    assert model.logger.name_to_value["train/expert_bc_fraction"] == 1.0
+    obs = th.as_tensor(model._aggregation.get()[0])  # the states it was trained on
+    mean = model.policy.get_distribution(obs).distribution.mean
+    assert (mean - 1.0).abs().mean().item() < 0.1  # the expert acts 1.0; the flat critic says nothing
+    follow = _noisy_twin_model(slope=0.001, n_epochs=10, target_kl=None, learning_rate=1e-2)
+    with pytest.warns(UserWarning, match="Set low_signal_fallback=True"):
+        follow.learn(16 * 10)
+    assert follow.low_signal_iteration is None and follow.logger.name_to_value["train/low_signal_imitation"] == 0.0
+
+
 def test_buffer_log_probs_always_come_from_the_learner() -> None:
     model = pendulum_model(beta_init=1.0, beta_decay=1.0)
     model.learn(16)  # fills the buffer with expert actions, then trains

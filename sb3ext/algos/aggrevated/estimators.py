@@ -204,11 +204,16 @@ class QContinuousEstimator(_QEstimator):
             if noise is not None:
                 snr = signal / (noise + 1e-8)
                 stats["critic_noise"] = noise.mean()
-                stats["critic_snr"] = signal.pow(2).mean().sqrt() / (noise.pow(2).mean().sqrt() + 1e-8)
+                stats["critic_snr"] = rms_ratio(signal, noise)
                 stats["critic_low_signal_fraction"] = (signal < noise).float().mean()
             advantages = self._normalize(advantages, bool(self.per_state_normalization), 0, noise)
             gap_z = (expert_q - q.mean(dim=0)) / (q.std(dim=0) + 1e-6)
         return SampledScores(actions, log_prob_old, advantages, expert_actions, gap_z, snr), stats
+
+
+def rms_ratio(signal: th.Tensor, noise: th.Tensor) -> th.Tensor:
+    """Root mean square of ``signal`` over root mean square of ``noise``."""
+    return signal.pow(2).mean().sqrt() / (noise.pow(2).mean().sqrt() + 1e-8)
 
 
 class QDiscreteEstimator(_QEstimator):
