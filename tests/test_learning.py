@@ -117,3 +117,52 @@ def test_halfcheetah_runs_from_the_zoo_sac_expert_in_12k_steps() -> None:
     before, after = mujoco_return("HalfCheetah-v5", "sac/HalfCheetah-v3_1", 12_288, 0)
     assert before < 500, f"an untrained learner should not run (got {before:.0f})"
     assert after > 1200, f"after 12k steps the learner should run forward, got {after:.0f} (before {before:.0f})"
+
+
+def test_flat_tqc_critic_with_low_signal_fallback_never_falls_below_random_and_ends_at_the_expert() -> None:
+    """The shipped TQC MountainCarContinuous expert (the zoo's tqc.yml: gamma 0.9999, a critic nearly flat across
+    actions). With the YAML defaults the learner exploits its critic and collapses below a random policy (-42 after
+    10k steps, measured); with ``low_signal_fallback`` the low-signal warning fires and the learner clones the
+    expert from then on. Measured on 3 seeds: every evaluation after 2k above -25, final 94.6-95.5 (expert 94.6,
+    random -33.4 on these episodes)."""
+    import warnings
+
+    from stable_baselines3.common.callbacks import BaseCallback
+    from stable_baselines3.common.vec_env import VecNormalize
+
+    from sb3ext.callbacks import episode_returns
+    from sb3ext.experts import load_expert
+
+    env_id, seed = "MountainCarContinuous-v0", 0
+    expert = load_expert("shipped:tqc/MountainCarContinuous-v0_1")
+    expert_return = float(np.mean(episode_returns(env_id, expert, 10, seed=50_000)[0]))
+    random_return = float(np.mean(episode_returns(env_id, None, 10, seed=50_000)[0]))
+    entry = default_hyperparams(env_id)
+    hyperparams = {k: v for k, v in entry.items() if k not in ZOO_KEYS}
+    env = VecNormalize(make_vec_env(env_id, n_envs=entry["n_envs"], seed=seed), norm_reward=False)
+    model = AggreVaTeD("MlpPolicy", env, expert=expert, seed=seed, low_signal_fallback=True, **hyperparams)
+
+    class Normalized:
+        def predict(self, obs, deterministic=True):
+            return model.predict(env.normalize_obs(obs), deterministic=True)
+
+    class Evaluate(BaseCallback):
+        def __init__(self) -> None:
+            super().__init__()
+            self.returns: list[tuple[int, float]] = []
+
+        def _on_step(self) -> bool:
+            if self.num_timesteps % 2000 == 0:
+                mean = float(np.mean(episode_returns(env_id, Normalized(), 10, seed=50_000)[0]))
+                self.returns.append((self.num_timesteps, mean))
+            return True
+
+    evaluate = Evaluate()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        model.learn(12_000, callback=evaluate)
+    assert any("barely separates" in str(w.message) for w in caught), "the low-signal warning should fire"
+    assert model.low_signal_iteration is not None
+    assert all(value > random_return for _, value in evaluate.returns), (evaluate.returns, random_return)
+    final = evaluate.returns[-1][1]
+    assert final >= expert_return - 0.05 * (expert_return - random_return), (final, expert_return)
