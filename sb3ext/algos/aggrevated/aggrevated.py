@@ -648,7 +648,8 @@ class AggreVaTeD(PPO):
                     scores, idx, distribution, clip_range, self.action_space, self.device, bc_margin, float(self.expert_bc_snr)
                 )
                 value_loss = F.mse_loss(rollout.returns[value_idx], values)
-                if kl_exceeded(terms["approx_kl"].item(), self.target_kl):
+                # the trust region guards the critic-driven update; cloning has a fixed target and may move further
+                if not imitate and kl_exceeded(terms["approx_kl"].item(), self.target_kl):
                     continue_training = False
                     if self.verbose >= 1:
                         print(f"Early stopping at epoch {epoch} due to reaching max kl: {terms['approx_kl'].item():.3f}")
