@@ -395,6 +395,12 @@ class AggreVaTeD(PPO):
         """The expert's share of the roll-in per imitation iteration (from the saved ``beta_init``, ``beta_decay``)."""
         return BetaSchedule(float(self.beta_init), float(self.beta_decay), self.switch_iteration)
 
+    def switch_to_rl(self) -> None:
+        """End the imitation phase now: from the next iteration on, training is plain PPO (saved with the model).
+        ``ExpertGapEvalCallback(switch_to_rl=True)`` calls it once the evaluated return has stopped rising."""
+        if not self.in_rl_phase:
+            self.switch_iteration = self.imitation_iterations
+
     @property
     def in_rl_phase(self) -> bool:
         """True once the imitation phase is over (``rl_switch`` reached): training is plain PPO."""
