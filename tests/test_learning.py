@@ -123,8 +123,8 @@ def test_flat_tqc_critic_with_the_yaml_defaults_never_falls_below_random_and_end
     """The shipped TQC MountainCarContinuous expert (the zoo's tqc.yml: gamma 0.9999, a critic nearly flat across
     actions) with the YAML defaults. Without ``low_signal_fallback`` the learner exploits its critic and collapses
     below a random policy (-42 after 10k steps, measured); with it (the YAML's) the low-signal warning fires and
-    the learner clones the expert from then on. Measured on 3 seeds: every evaluation after 2k above -25, final 94.6-95.5 (expert 94.6,
-    random -33.4 on these episodes)."""
+    the learner clones the expert from then on. Measured on 3 seeds: every evaluation after 2k above -18, final 95.1-95.5 (expert 94.6,
+    random -33.4 on these episodes); the 5% tolerance of the last assertion is for other machines' floats."""
     import warnings
 
     from stable_baselines3.common.callbacks import BaseCallback
