@@ -413,8 +413,12 @@ class Expert:
     @th.no_grad()
     def q_spread(self, obs: th.Tensor, actions: th.Tensor) -> th.Tensor:
         """|Q1 - Q2| (max - min over critics) on the given actions: how much the critics disagree."""
-        q = self.q_critics(obs, actions)
-        return q.max(dim=0).values - q.min(dim=0).values
+        return self.critic_spread(self.q_critics(obs, actions))
+
+    @staticmethod
+    def critic_spread(q_critics: th.Tensor) -> th.Tensor:
+        """Max - min over the critics (first axis) of :meth:`q_critics`' output."""
+        return q_critics.max(dim=0).values - q_critics.min(dim=0).values
 
     def _critic(self, obs: th.Tensor, actions: th.Tensor) -> Any:
         """The critic's raw output for env-unit actions of shape (B, act_dim) or (K, B, act_dim)."""

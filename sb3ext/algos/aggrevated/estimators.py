@@ -56,10 +56,14 @@ def critic_signal_and_noise(q: th.Tensor, q_critics: th.Tensor) -> tuple[th.Tens
     signal = leave_one_out_advantages(q).pow(2).mean(dim=0).sqrt()
     if q_critics.shape[0] < 2:
         return signal, None
-    k = q_critics.shape[1]
-    per_critic = q_critics - (q_critics.sum(dim=1, keepdim=True) - q_critics) / (k - 1)
-    noise = per_critic.var(dim=0, unbiased=False).mean(dim=0).sqrt()
+    per_critic = leave_one_out_advantages(q_critics.transpose(0, 1))  # (K, n_critics, N)
+    noise = per_critic.var(dim=1, unbiased=False).mean(dim=0).sqrt()
     return signal, noise
+
+
+def rms_ratio(signal: th.Tensor, noise: th.Tensor) -> th.Tensor:
+    """Root mean square of ``signal`` over root mean square of ``noise``."""
+    return signal.pow(2).mean().sqrt() / (noise.pow(2).mean().sqrt() + 1e-8)
 
 
 def expected_advantages(q: th.Tensor, probs: th.Tensor) -> th.Tensor:
@@ -197,7 +201,7 @@ class QContinuousEstimator(_QEstimator):
                 "q_mean": q.mean(),
                 "q_std": q.std(),
                 "q_gap": (expert_q - q.mean(dim=0)).mean(),
-                "q_twin_spread": (q_critics[:, 0].max(dim=0).values - q_critics[:, 0].min(dim=0).values).mean(),
+                "q_twin_spread": expert.critic_spread(q_critics[:, 0]).mean(),
                 "critic_signal": signal.mean(),
             }
             snr = None
@@ -209,11 +213,6 @@ class QContinuousEstimator(_QEstimator):
             advantages = self._normalize(advantages, bool(self.per_state_normalization), 0, noise)
             gap_z = (expert_q - q.mean(dim=0)) / (q.std(dim=0) + 1e-6)
         return SampledScores(actions, log_prob_old, advantages, expert_actions, gap_z, snr), stats
-
-
-def rms_ratio(signal: th.Tensor, noise: th.Tensor) -> th.Tensor:
-    """Root mean square of ``signal`` over root mean square of ``noise``."""
-    return signal.pow(2).mean().sqrt() / (noise.pow(2).mean().sqrt() + 1e-8)
 
 
 class QDiscreteEstimator(_QEstimator):
