@@ -14,6 +14,8 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
+from sb3ext.common.expert_state import STATE_KEY
+
 PIXEL_SIZE = 84
 
 
@@ -178,13 +180,23 @@ class BulletEnv(gym.Env):
         self.render_mode = render_mode
         self.sim = BulletSim(render_mode, timestep=self.PHYSICS_DT)
 
-    def _pixel_space(self) -> gym.spaces.Box:
-        return gym.spaces.Box(0, 255, (PIXEL_SIZE, PIXEL_SIZE, 1), np.uint8)
+    def _set_spaces(self, state_high: np.ndarray) -> None:
+        """``state_space`` (the physical state) and ``observation_space``: that state, or 84x84 grayscale frames."""
+        self.state_space = gym.spaces.Box(-state_high, state_high, dtype=np.float32)
+        if self.obs_type == "state":
+            self.observation_space: gym.spaces.Space = self.state_space
+        else:
+            self.observation_space = gym.spaces.Box(0, 255, (PIXEL_SIZE, PIXEL_SIZE, 1), np.uint8)
 
     def _observation(self, state: np.ndarray) -> np.ndarray:
         if self.obs_type == "state":
             return state
         return to_grayscale(self._camera(PIXEL_SIZE, PIXEL_SIZE))
+
+    def _info(self, state: np.ndarray) -> dict[str, Any]:
+        """Pixel envs give the physical state in ``info["state"]`` (sb3ext's convention for an expert that observes
+        the state while the learner sees frames: ``sb3ext.common.expert_state``)."""
+        return {STATE_KEY: state.copy()} if self.obs_type == "pixels" else {}
 
     def _camera(self, width: int, height: int) -> np.ndarray:
         raise NotImplementedError

@@ -45,11 +45,7 @@ class BulletCartPoleEnv(BulletEnv):
         self.continuous = continuous
         self.max_force = float(max_force)
         self.action_space: spaces.Space = spaces.Box(-1.0, 1.0, (1,), np.float32) if continuous else spaces.Discrete(2)
-        if obs_type == "state":
-            high = np.array([3.0, np.inf, np.pi, np.inf], dtype=np.float32)
-            self.observation_space: spaces.Space = spaces.Box(-high, high, dtype=np.float32)
-        else:
-            self.observation_space = self._pixel_space()
+        self._set_spaces(np.array([3.0, np.inf, np.pi, np.inf], dtype=np.float32))
         self.body = self.sim.load_urdf("cartpole.urdf", fixed=True)
         self.joints = [self.sim.joint_index(self.body, "slider"), self.sim.joint_index(self.body, "hinge")]
         self.sim.free_joints(self.body, self.joints)
@@ -71,7 +67,8 @@ class BulletCartPoleEnv(BulletEnv):
         x, x_dot, theta, theta_dot = self.np_random.uniform(-0.05, 0.05, size=4)
         self.sim.reset_joint(self.body, self.joints[0], x, x_dot)
         self.sim.reset_joint(self.body, self.joints[1], theta, theta_dot)
-        return self._observation(self._state()), {}
+        state = self._state()
+        return self._observation(state), self._info(state)
 
     def step(self, action: Any) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
         if self.continuous:
@@ -83,4 +80,4 @@ class BulletCartPoleEnv(BulletEnv):
         self.sim.step_with_torques(self.body, self.joints, [force, 0.0], self.FRAME_SKIP)
         state = self._state()
         terminated = abs(state[0]) > self.X_LIMIT or abs(state[2]) > self.THETA_LIMIT
-        return self._observation(state), 1.0, bool(terminated), False, {}
+        return self._observation(state), 1.0, bool(terminated), False, self._info(state)

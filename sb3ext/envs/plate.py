@@ -51,11 +51,7 @@ class BulletBallPlateEnv(BulletEnv):
         self.continuous = continuous
         self.max_torque = float(max_torque)
         self.action_space: spaces.Space = spaces.Box(-1.0, 1.0, (2,), np.float32) if continuous else spaces.Discrete(9)
-        if obs_type == "state":
-            high = np.array([0.3, 0.3, np.inf, np.inf, 0.4, 0.4, np.inf, np.inf], dtype=np.float32)
-            self.observation_space: spaces.Space = spaces.Box(-high, high, dtype=np.float32)
-        else:
-            self.observation_space = self._pixel_space()
+        self._set_spaces(np.array([0.3, 0.3, np.inf, np.inf, 0.4, 0.4, np.inf, np.inf], dtype=np.float32))
         self.plate = self.sim.load_urdf("plate.urdf", fixed=True)
         self.ball = self.sim.load_urdf("ball.urdf", position=(0.0, 0.0, self.SURFACE_Z + self.BALL_RADIUS))
         self.joints = [self.sim.joint_index(self.plate, "tilt_x"), self.sim.joint_index(self.plate, "tilt_y")]
@@ -82,7 +78,7 @@ class BulletBallPlateEnv(BulletEnv):
         self.sim.reset_base(self.ball, (x, y, self.SURFACE_Z + self.BALL_RADIUS + 0.002), (vx, vy, 0.0))
         self.sim.step_simulation()  # let the ball settle onto the plate
         state, _ = self._state()
-        return self._observation(state), {}
+        return self._observation(state), self._info(state)
 
     def _torques(self, action: Any) -> list[float]:
         if self.continuous:
@@ -100,4 +96,4 @@ class BulletBallPlateEnv(BulletEnv):
         x, y = float(state[4]), float(state[5])
         off = abs(x) > self.HALF_SIZE or abs(y) > self.HALF_SIZE or ball_z < self.SURFACE_Z - 0.05
         reward = 0.0 if off else 1.0 - 0.5 * (x * x + y * y) / self.HALF_SIZE**2
-        return self._observation(state), reward, bool(off), False, {}
+        return self._observation(state), reward, bool(off), False, self._info(state)

@@ -127,7 +127,8 @@ def check_inside(files: ExpertFiles, root: Path) -> None:
             )
 
 
-def _describe(space: spaces.Space) -> str:
+def describe_space(space: spaces.Space) -> str:
+    """A short description of a space for error messages: a Box's shape and bounds (one number if uniform)."""
     if isinstance(space, spaces.Box):
         low, high = np.unique(space.low), np.unique(space.high)
         bounds = (
@@ -300,16 +301,16 @@ class Expert:
                 if other_version:
                     hint += f"; it was trained on {self.env_id}, not {env_id}"
                 raise ValueError(
-                    f"Expert {self.source} does not fit this environment: expert {what} space {_describe(mine)}, "
-                    f"environment {what} space {_describe(theirs)}{hint}"
+                    f"Expert {self.source} does not fit this environment: expert {what} space {describe_space(mine)}, "
+                    f"environment {what} space {describe_space(theirs)}{hint}"
                 )
         if other_version and env_id and (self.source, env_id) not in _WARNED_OTHER_ENV:
             _WARNED_OTHER_ENV.add((self.source, env_id))
             warnings.warn(
                 f"Expert {self.source} was trained on {self.env_id} and now acts on {env_id}. Its observation space "
-                f"{_describe(self.observation_space)} and action space {_describe(self.action_space)} match this env's "
-                "(checked), so its policy and critic read the same layout; only dynamics or reward details that differ "
-                f"between the two versions can change its return (e.g. mujoco-py -v3 vs mujoco -v4/-v5 envs).",
+                f"{describe_space(self.observation_space)} and action space {describe_space(self.action_space)} match "
+                "this env's (checked), so its policy and critic read the same layout; only dynamics or reward details "
+                f"that differ between the two versions can change its return (e.g. mujoco-py -v3 vs mujoco -v4/-v5 envs).",
                 UserWarning,
                 stacklevel=2,
             )

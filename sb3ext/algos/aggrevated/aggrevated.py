@@ -36,7 +36,8 @@ from sb3ext.algos.aggrevated.estimators import (
     surrogate_terms,
 )
 from sb3ext.algos.aggrevated.policies import CnnPolicy, MlpPolicy, distribution_and_values
-from sb3ext.algos.aggrevated.rollin import BetaSchedule, RollIn
+from sb3ext.algos.aggrevated.rollin import BetaSchedule, RollIn, expert_reads_state
+from sb3ext.common.expert_state import StateTracker, base_vec_env
 from sb3ext.common.ppo import actor_critic_parameters, kl_exceeded
 from sb3ext.common.validation import invalid, unknown_kwargs_message
 from sb3ext.experts import Q_CONTINUOUS, Q_DISCRETE, VALUE_ONLY, Expert, load_expert
@@ -337,6 +338,8 @@ class AggreVaTeD(PPO):
                 self.switch_iteration = int(self.rl_switch)
         self._expert = None
         self._aggregation = None
+        self._expert_reads_state = False
+        self._state_tracker: StateTracker | None = None
         if self.expert is not None:
             self._set_expert(self.expert)
 
@@ -349,7 +352,7 @@ class AggreVaTeD(PPO):
             except (AttributeError, IndexError):
                 env_id = None
         loaded = load_expert(expert, env_id=env_id, device=self.device)
-        loaded.check_spaces(self.observation_space, self.action_space, env_id)
+        self._expert_reads_state = expert_reads_state(loaded, self.observation_space, self.action_space, self.env, env_id)
         wanted = Q_DISCRETE if isinstance(self.action_space, spaces.Discrete) else Q_CONTINUOUS
         if loaded.kind not in (wanted, VALUE_ONLY):
             raise ValueError(
@@ -384,6 +387,7 @@ class AggreVaTeD(PPO):
             loaded.observation_space.shape,  # type: ignore[arg-type]
             reservoir=int(self.aggregation_reservoir),
             rng=np.random.default_rng(None if self.seed is None else [self.seed, 1]),  # not the roll-in's stream
+            learner_dtype=self.observation_space.dtype,
         )
 
     def set_expert(self, expert: str | os.PathLike[str] | Expert) -> None:
@@ -422,6 +426,8 @@ class AggreVaTeD(PPO):
             "_rollin_record",
             "_timings",
             "_warned_low_signal",
+            "_state_tracker",
+            "_expert_reads_state",
         ]
 
     # ------------------------------------------------------------------ roll-in
@@ -455,8 +461,11 @@ class AggreVaTeD(PPO):
             assert self._aggregation is not None
             n_mode = int(round(float(self.rollin_deterministic) * env.num_envs))
             learner_mode = np.arange(env.num_envs) < n_mode  # the first envs roll in with the learner's mode
+            if self._expert_reads_state and (self._state_tracker is None or self._state_tracker.base is not base_vec_env(env)):
+                self._state_tracker = StateTracker(env)  # the expert observes info["state"] (a new env: a new tracker)
             rollin = RollIn(self._expert, beta, self._mix_rng, self._aggregation, self._rollin_record,
-                            self.get_vec_normalize_env(), learner_mode)  # fmt: skip
+                            self.get_vec_normalize_env(), learner_mode,
+                            self._state_tracker if self._expert_reads_state else None)  # fmt: skip
 
         callback.on_rollout_start()
 
@@ -719,6 +728,8 @@ class AggreVaTeD(PPO):
     ) -> SelfAggreVaTeD:
         if self._expert is None and not self.in_rl_phase:
             raise ValueError(_NO_EXPERT_MESSAGE)
+        if self._state_tracker is not None and (reset_num_timesteps or self._last_obs is None):
+            self._state_tracker.reset()  # SB3's _setup_learn resets the env: the states come from its reset infos
         return super().learn(
             total_timesteps=total_timesteps,
             callback=callback,

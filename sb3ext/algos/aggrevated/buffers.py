@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -26,6 +26,7 @@ class StateAggregationBuffer:
     :param expert_shape: shape of one expert observation
     :param reservoir: number of older states kept (0: none)
     :param rng: the reservoir's random generator
+    :param learner_dtype: dtype of the learner's observations (frames stay ``uint8``: a quarter of float32's memory)
     """
 
     def __init__(
@@ -36,12 +37,13 @@ class StateAggregationBuffer:
         expert_shape: tuple[int, ...],
         reservoir: int = 0,
         rng: np.random.Generator | None = None,
+        learner_dtype: Any = np.float32,
     ):
         self.window = window
         self.capacity = window * states_per_rollout
         self.reservoir = reservoir
         total = self.capacity + reservoir  # window in [0, capacity), reservoir in [capacity, total)
-        self.learner_obs = np.zeros((total, *learner_shape), dtype=np.float32)
+        self.learner_obs = np.zeros((total, *learner_shape), dtype=learner_dtype)
         self.expert_obs = np.zeros((total, *expert_shape), dtype=np.float32)
         self.pos = 0
         self.size = 0

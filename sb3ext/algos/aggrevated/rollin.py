@@ -15,10 +15,13 @@ from typing import Any
 
 import numpy as np
 import torch as th
-from stable_baselines3.common.vec_env import VecNormalize
+from gymnasium import spaces
+from stable_baselines3.common.vec_env import VecEnv, VecNormalize
 
 from sb3ext.algos.aggrevated.buffers import RollInRecord, StateAggregationBuffer
+from sb3ext.common.expert_state import STATE_KEY, StateTracker, state_space_of
 from sb3ext.experts import VALUE_ONLY, Expert
+from sb3ext.experts.expert import describe_space, spaces_match
 
 
 @dataclass(frozen=True)
@@ -43,6 +46,29 @@ class BetaSchedule:
         return float(self.initial) * float(self.decay) ** iteration
 
 
+def expert_reads_state(
+    expert: Expert, observation_space: spaces.Space, action_space: spaces.Space, env: VecEnv | None, env_id: str | None
+) -> bool:
+    """Whether the expert observes the env's state (``info["state"]``, ``sb3ext.common.expert_state``) rather than
+    the learner's observation; raise ``ValueError`` naming the spaces when it fits neither.
+
+    The learner's observation wins when both fit. Frame stacking and the zoo's wrappers change the learner's
+    observation only, so a pixel learner with a state expert is told apart by the spaces alone.
+    """
+    state_space = state_space_of(env)
+    if state_space is None or spaces_match(expert.observation_space, observation_space, within=True):
+        expert.check_spaces(observation_space, action_space, env_id)  # raises, with hints, when it does not fit
+        return False
+    if spaces_match(expert.observation_space, state_space, within=True):
+        expert.check_spaces(state_space, action_space, env_id)
+        return True
+    raise ValueError(
+        f"Expert {expert.source} observes {describe_space(expert.observation_space)}, which matches neither the "
+        f"learner's observation space {describe_space(observation_space)} nor the env's state (info[{STATE_KEY!r}]) "
+        f"space {describe_space(state_space)}"
+    )
+
+
 class RollIn:
     """One roll-in of the expert/learner mixture.
 
@@ -54,6 +80,8 @@ class RollIn:
     :param vec_normalize: the learner's ``VecNormalize``, undone before the expert sees an observation
     :param learner_mode: per env, whether the learner acts with its distribution's mode (its deterministic action,
         the one it is deployed with) instead of a sample; None: samples everywhere
+    :param states: where the expert observes the env's ``info["state"]`` instead of the learner's observation
+        (``sb3ext.common.expert_state``): the tracker of those states; None: the expert reads the observation
     """
 
     def __init__(
@@ -65,8 +93,10 @@ class RollIn:
         record: RollInRecord,
         vec_normalize: VecNormalize | None,
         learner_mode: np.ndarray | None = None,
+        states: StateTracker | None = None,
     ):
         self.expert = expert
+        self.states = states
         self.learner_mode = learner_mode if learner_mode is not None and learner_mode.any() else None
         self.beta = beta
         self.rng = rng
@@ -78,7 +108,10 @@ class RollIn:
         record.reset()
 
     def original_obs(self, last_obs: Any) -> np.ndarray:
-        """The current observation as the environment emitted it (before the learner's VecNormalize)."""
+        """What the expert observes now: the env's state (``info["state"]``) if it reads that, else the observation
+        as the environment emitted it (before the learner's VecNormalize)."""
+        if self.states is not None:
+            return self.states.current()
         if self.vec_normalize is not None:
             return self.vec_normalize.get_original_obs()  # type: ignore[return-value]
         return last_obs  # type: ignore[no-any-return]
@@ -94,7 +127,7 @@ class RollIn:
         """
         expert = self.expert
         expert_obs = expert.normalize_obs(self.original_obs(last_obs))
-        self.aggregation.add(np.asarray(last_obs, dtype=np.float32), expert_obs)
+        self.aggregation.add(np.asarray(last_obs), expert_obs)
         use_expert = self.rng.random(len(expert_obs)) < self.beta
         if expert.kind == VALUE_ONLY:
             self.record.add_state(expert_obs, use_expert)
@@ -119,7 +152,9 @@ class RollIn:
         return actions, log_probs
 
     def observe(self, new_obs: Any, rewards: np.ndarray, dones: np.ndarray, infos: list[dict[str, Any]]) -> None:
-        """Store r, s' and termination of one vectorised step, in the expert's view and reward scale (value-only)."""
+        """Store r, s' and termination of one vectorised step, in the expert's view and reward scale (value-only);
+        follow the env's state when the expert reads it."""
+        next_states = self.states.step(dones, infos) if self.states is not None else None
         if self.expert.kind != VALUE_ONLY:
             return
         vec_normalize = self.vec_normalize
@@ -129,12 +164,14 @@ class RollIn:
         else:
             raw_rewards = np.array(rewards)  # a copy: SB3's time-limit bootstrap modifies `rewards` later
             next_obs = np.array(new_obs)
+        if next_states is not None:
+            next_obs = next_states  # the last state of an ended episode included
         terminated = np.zeros(len(dones), dtype=bool)
         for idx, done in enumerate(dones):
             if done:
                 terminated[idx] = not infos[idx].get("TimeLimit.truncated", False)
                 terminal = infos[idx].get("terminal_observation")
-                if terminal is not None:
+                if terminal is not None and next_states is None:
                     # VecNormalize normalises the terminal observation too: undo it (exact up to its clipping)
                     next_obs[idx] = vec_normalize.unnormalize_obs(terminal) if vec_normalize is not None else terminal
         self.record.add_step(

@@ -1,0 +1,139 @@
+"""An expert that observes the env's state while the learner observes frames (``sb3ext.common.expert_state``)."""
+
+from __future__ import annotations
+
+import gymnasium as gym
+import numpy as np
+import pytest
+from gymnasium import spaces
+from stable_baselines3.common.env_util import make_vec_env
+from stable_baselines3.common.torch_layers import FlattenExtractor
+from stable_baselines3.common.vec_env import DummyVecEnv, VecFrameStack
+
+import sb3ext.envs  # noqa: F401  (registers the sb3ext/ ids)
+from sb3ext.algos.aggrevated import AggreVaTeD
+from sb3ext.common.expert_state import STATE_KEY, ExpertState, StateTracker
+from tests.toy_experts import GaussianPolicyExpert, QuadraticExpert
+
+#: a flatten extractor: the toy frames (8x8) are too small for NatureCNN
+FLAT = {"features_extractor_class": FlattenExtractor}
+
+
+@pytest.mark.parametrize(
+    "pixels, state",
+    [("sb3ext/CartPolePixels-v1", "sb3ext/CartPole-v0"), ("sb3ext/BallPlatePixels-v0", "sb3ext/BallPlateContinuous-v0")],
+)
+def test_pixel_envs_give_the_state_envs_observation_in_info(pixels: str, state: str) -> None:
+    pixel_env, state_env = gym.make(pixels), gym.make(state)
+    assert pixel_env.get_wrapper_attr("state_space") == state_env.observation_space
+    frame, info = pixel_env.reset(seed=3)
+    obs, state_info = state_env.reset(seed=3)
+    assert frame.dtype == np.uint8 and STATE_KEY not in state_info  # state envs are unchanged
+    np.testing.assert_array_equal(info[STATE_KEY], obs)
+    for _ in range(5):
+        action = 1 if isinstance(state_env.action_space, spaces.Discrete) else np.zeros(2, np.float32)
+        *_, info = pixel_env.step(action)
+        obs, *_ = state_env.step(action)
+        np.testing.assert_array_equal(info[STATE_KEY], obs)
+
+
+class _Counter(gym.Env):
+    """Observes a constant image; its state is [episode, t]; episodes last 3 steps."""
+
+    observation_space = spaces.Box(0, 255, (8, 8, 1), np.uint8)
+    action_space = spaces.Box(-1.0, 1.0, (1,), np.float32)
+    state_space = spaces.Box(-np.inf, np.inf, (2,), np.float32)
+
+    def __init__(self) -> None:
+        self.episode, self.t = -1, 0
+
+    def _state(self) -> np.ndarray:
+        return np.array([self.episode, self.t], np.float32)
+
+    def reset(self, *, seed=None, options=None):  # type: ignore[no-untyped-def]
+        super().reset(seed=seed)
+        self.episode, self.t = self.episode + 1, 0
+        return np.zeros((8, 8, 1), np.uint8), {STATE_KEY: self._state()}
+
+    def step(self, action):  # type: ignore[no-untyped-def]
+        self.t += 1
+        return np.zeros((8, 8, 1), np.uint8), 1.0, self.t == 3, False, {STATE_KEY: self._state()}
+
+
+def test_state_tracker_follows_episode_ends_through_vec_wrappers() -> None:
+    env = VecFrameStack(DummyVecEnv([_Counter, _Counter]), 2)  # a wrapper keeps its own (empty) reset_infos
+    env.reset()
+    tracker = StateTracker(env)
+    np.testing.assert_array_equal(tracker.current(), [[0, 0], [0, 0]])
+    for t in range(1, 4):
+        _, _, dones, infos = env.step(np.zeros((2, 1), np.float32))
+        next_states = tracker.step(dones, infos)
+        np.testing.assert_array_equal(next_states, [[0, t], [0, t]])  # the last state of the episode at t = 3
+    assert dones.all()
+    np.testing.assert_array_equal(tracker.current(), [[1, 0], [1, 0]])  # after the end: the reset state
+    env.reset()
+    tracker.reset()  # a new reset (AggreVaTeD's _setup_learn): read again from the reset infos
+    np.testing.assert_array_equal(tracker.current(), [[2, 0], [2, 0]])
+
+
+class _RecordingQuadratic(QuadraticExpert):
+    def __init__(self, *args, **kwargs) -> None:  # type: ignore[no-untyped-def]
+        super().__init__(*args, **kwargs)
+        self.seen: list[np.ndarray] = []
+
+    def act(self, expert_obs: np.ndarray) -> np.ndarray:
+        self.seen.append(np.array(expert_obs))
+        return super().act(expert_obs)
+
+
+def test_a_state_expert_drives_a_frame_stacked_pixel_learner() -> None:
+    env = VecFrameStack(make_vec_env(_Counter, n_envs=2), 4)
+    expert = _RecordingQuadratic(_Counter.state_space, _Counter.action_space, target=np.array([0.5]))
+    model = AggreVaTeD("CnnPolicy", env, expert=expert, n_steps=4, batch_size=8, n_epochs=1, beta_init=1.0,
+                       n_action_samples=2, policy_kwargs=FLAT, seed=0)  # fmt: skip
+    model.learn(8)
+    # beta 1: the expert acted at every step and saw each env's [episode, t], never the frames
+    seen = np.stack(expert.seen[:4])  # the 4 roll-in steps (steps, envs, 2); then the scoring of all states
+    np.testing.assert_array_equal(seen[:, 0], [[0, 0], [0, 1], [0, 2], [1, 0]])
+    np.testing.assert_array_equal(seen[:, 1], seen[:, 0])
+    learner_obs, aggregated = model._aggregation.get()  # type: ignore[union-attr]
+    assert learner_obs.dtype == np.uint8 and learner_obs.shape[1:] == model.observation_space.shape == (
+        4,
+        8,
+        8,
+    )  # uint8, stacked, channel-first
+    np.testing.assert_array_equal(aggregated[:2], [[0, 0], [0, 0]])
+
+
+def test_value_only_state_expert_gets_the_last_state_of_an_episode_as_next_state() -> None:
+    expert = GaussianPolicyExpert(_Counter.state_space, _Counter.action_space, target=np.array([0.0]))
+    model = AggreVaTeD("CnnPolicy", make_vec_env(_Counter, n_envs=1), expert=expert, n_steps=4, batch_size=4,
+                       n_epochs=1, value_estimator="td", policy_kwargs=FLAT, seed=0)  # fmt: skip
+    model.learn(4)
+    record = model._rollin_record.arrays()
+    np.testing.assert_array_equal(record.expert_obs[:, 0], [[0, 0], [0, 1], [0, 2], [1, 0]])
+    np.testing.assert_array_equal(record.next_expert_obs[:, 0], [[0, 1], [0, 2], [0, 3], [1, 1]])
+    np.testing.assert_array_equal(record.terminated[:, 0], [False, False, True, False])
+
+
+def test_an_expert_that_fits_neither_the_observation_nor_the_state_is_refused_naming_both() -> None:
+    expert = QuadraticExpert(spaces.Box(-1, 1, (5,), np.float32), _Counter.action_space, target=np.array([0.5]))
+    with pytest.raises(
+        ValueError,
+        match=r"observes Box\(shape=\(5,\).*learner's observation space Box\(shape=\(1, 8, 8\).*state.*space Box\(shape=\(2,\)",
+    ):
+        AggreVaTeD("CnnPolicy", make_vec_env(_Counter, n_envs=1), expert=expert, policy_kwargs=FLAT)
+    with pytest.raises(ValueError, match=r"expert observation space Box\(shape=\(5,\).*environment observation space"):
+        AggreVaTeD("MlpPolicy", make_vec_env("Pendulum-v1", n_envs=1), expert=expert)
+
+
+def test_expert_state_wrapper_gives_any_env_the_convention() -> None:
+    env = ExpertState(gym.make("Pendulum-v1"), spaces.Box(-np.inf, np.inf, (2,), np.float32), lambda e: e.state)
+    _, info = env.reset(seed=0)
+    np.testing.assert_allclose(info[STATE_KEY], env.unwrapped.state)
+    *_, info = env.step(np.zeros(1, np.float32))
+    np.testing.assert_allclose(info[STATE_KEY], env.unwrapped.state)
+    assert DummyVecEnv([lambda: env]).get_attr("state_space")[0].shape == (2,)
+    broken = ExpertState(gym.make("Pendulum-v1"), spaces.Box(-1, 1, (3,), np.float32), lambda e: e.state)
+    with pytest.raises(ValueError, match=r"shape \(2,\), state_space has shape \(3,\)"):
+        broken.reset(seed=0)
