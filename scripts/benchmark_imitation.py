@@ -29,6 +29,7 @@ import sys
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -90,13 +91,25 @@ def references(task: Task, experts: Path, stats_dir: Path) -> tuple[float, float
     random_returns, _ = episode_returns(task.env_id, None, 50, seed=1000)
     expert = load_expert(experts / task.expert)
     expert_returns, _ = episode_returns(task.env_id, expert, 20, seed=2000, make_env=expert.make_env)
-    stats = None
-    norm = expert.normalization
-    if norm is not None and norm.obs_rms is not None:
-        stats = stats_dir / f"{task.env_id}.npz"
-        stats.parent.mkdir(parents=True, exist_ok=True)
-        np.savez(stats, mean=norm.obs_rms.mean, var=norm.obs_rms.var, epsilon=norm.epsilon, clip_obs=norm.clip_obs)
+    stats = write_statistics(expert, stats_dir / f"{task.env_id}.npz")
     return float(np.mean(random_returns)), float(np.mean(expert_returns)), stats
+
+
+def write_statistics(expert: Any, path: Path) -> Path | None:
+    """The expert's frozen VecNormalize observation statistics as an npz for imitation_worker.py; None without."""
+    norm = expert.normalization
+    if norm is None or norm.obs_rms is None:
+        return None
+    path.parent.mkdir(parents=True, exist_ok=True)
+    np.savez(path, mean=norm.obs_rms.mean, var=norm.obs_rms.var, epsilon=norm.epsilon, clip_obs=norm.clip_obs)
+    return path
+
+
+def expert_statistics(expert_path: Path, path: Path) -> Path | None:
+    """``write_statistics`` for the expert at ``expert_path`` (loaded without an env check)."""
+    from sb3ext.experts import load_expert
+
+    return write_statistics(load_expert(expert_path), path)
 
 
 def run(

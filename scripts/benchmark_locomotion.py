@@ -66,6 +66,11 @@ class Task:
     def expert_algo(self) -> str:
         return self.expert.split("/")[0]
 
+    @property
+    def imitation_env(self) -> str:
+        """The id imitation's gymnasium 0.29 knows: the ``-v4`` twin of a ``-v5`` env, else the env itself."""
+        return self.env.rsplit("-", 1)[0] + "-v4" if self.env.endswith("-v5") else self.env
+
 
 TASKS = {
     t.name: t
@@ -82,17 +87,18 @@ COLORS = {"aggrevated": "tab:blue", "ppo": "tab:gray", "sac": "tab:brown", "dagg
 
 
 def zoo_conf(algo: str, env: str, folder: Path) -> tuple[Path, int]:
-    """A --conf-file holding the zoo's own ``<Env>-v4`` entry of ``<algo>.yml`` under the ``-v5`` id; its n_envs."""
+    """A --conf-file holding the zoo's own entry of ``<algo>.yml`` for ``env`` (for a ``-v5`` env, which the zoo does
+    not list, its ``-v4`` entry under the ``-v5`` id); its n_envs."""
     import rl_zoo3
 
     entries = yaml.safe_load((Path(rl_zoo3.__file__).parent / "hyperparams" / f"{algo}.yml").read_text())
-    v4 = env.rsplit("-", 1)[0] + "-v4"
-    if v4 not in entries:
-        raise ValueError(f"rl_zoo3's {algo}.yml has no {v4} entry")
+    source = env if env in entries else env.rsplit("-", 1)[0] + "-v4"
+    if source not in entries:
+        raise ValueError(f"rl_zoo3's {algo}.yml has no {env} or {source} entry")
     path = folder / f"zoo_{algo}_{env}.yml"
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(yaml.safe_dump({env: entries[v4]}))
-    return path, int(entries[v4].get("n_envs", 1))
+    path.write_text(yaml.safe_dump({env: entries[source]}))
+    return path, int(entries[source].get("n_envs", 1))
 
 
 def first_crossing_row(steps: list[int], returns: list[float], threshold: float) -> tuple[int | None, float]:
@@ -111,19 +117,20 @@ def run_zoo(args: argparse.Namespace, method: str, task: Task, seed: int) -> dic
         trained = zoo_train("aggrevated", task.env, seed, work, args.budget, args.save_freq, int(entry["n_envs"]), hyperparams)
     else:
         conf, n_envs = zoo_conf(method, task.env, args.work_dir / "conf")
-        trained = zoo_train(method, task.env, seed, work, args.rl_budget, args.save_freq, n_envs, conf_file=conf)
+        save_freq = getattr(args, "rl_save_freq", None) or args.save_freq
+        trained = zoo_train(method, task.env, seed, work, args.rl_budget, save_freq, n_envs, conf_file=conf)
     steps, returns = evaluate_checkpoints(method, task.env, work, args.eval_episodes, args.eval_seed)
     return {"method": method, "task": task.name, "seed": seed, "steps": steps, "returns": returns, "wall_s": trained["wall_s"]}
 
 
 def run_imitation(args: argparse.Namespace, python: Path, method: str, task: Task, seed: int) -> dict[str, Any]:
-    """imitation's DAgger or BC on the -v4 twin (its gymnasium has no -v5), same expert, net and episode seeds."""
+    """imitation's DAgger or BC on the -v4 twin (its gymnasium has no -v5), same expert, net and episode seeds; an
+    expert trained with VecNormalize acts on observations normalised with its frozen statistics."""
     from benchmark_imitation import Task as ImitationTask
-    from benchmark_imitation import run
+    from benchmark_imitation import expert_statistics, run
 
-    v4 = task.env.rsplit("-", 1)[0] + "-v4"
     imitation_task = ImitationTask(
-        v4, task.expert, task.expert_algo, args.budget, args.save_freq, args.eval_episodes, (256, 256)
+        task.imitation_env, task.expert, task.expert_algo, args.budget, args.save_freq, args.eval_episodes, (256, 256)
     )
     work = args.work_dir / f"imitation-{task.name}"
     work.mkdir(parents=True, exist_ok=True)
@@ -133,7 +140,7 @@ def run_imitation(args: argparse.Namespace, python: Path, method: str, task: Tas
         imitation_task,
         seed,
         args.experts,
-        None,
+        expert_statistics(args.experts / task.expert, work / "expert_statistics.npz"),
         work,
         eval_seed=args.eval_seed,
         bc_epochs=args.bc_epochs,
@@ -150,7 +157,7 @@ def run_folder(args: argparse.Namespace, method: str, task: Task, seed: int) -> 
         return args.work_dir / f"aggrevated-{task.name}-{seed}"
     if method in ("ppo", "sac"):
         return args.work_dir / f"{method}-{task.env}-{seed}"
-    return args.work_dir / f"imitation-{task.name}" / f"{method}-{task.env.rsplit('-', 1)[0]}-v4-{seed}.json"
+    return args.work_dir / f"imitation-{task.name}" / f"{method}-{task.imitation_env}-{seed}.json"
 
 
 def finished(args: argparse.Namespace, method: str, task: Task, seed: int) -> bool:
