@@ -32,6 +32,7 @@ EXPERTS: dict[tuple[str, str], tuple[int, tuple[str, ...]]] = {
     ("sac", "Pendulum-v1"): (20_000, SMALL_NET),
     ("sac", "sb3ext/BallPlateContinuous-v0"): (50_000, SMALL_NET),
     ("tqc", "MountainCarContinuous-v0"): (50_000, ()),  # the zoo's tqc.yml as it is (its net is 64-64)
+    ("ppo", "sb3ext/CartPole-v0"): (100_000, ()),  # hyperparams/ppo.yml: the zoo's tuned CartPole-v1 settings
 }
 
 

@@ -137,3 +137,18 @@ def test_expert_state_wrapper_gives_any_env_the_convention() -> None:
     broken = ExpertState(gym.make("Pendulum-v1"), spaces.Box(-1, 1, (3,), np.float32), lambda e: e.state)
     with pytest.raises(ValueError, match=r"shape \(2,\), state_space has shape \(3,\)"):
         broken.reset(seed=0)
+
+
+def test_the_shipped_cartpole_state_expert_balances_the_pixel_cartpole_from_info_state() -> None:
+    from sb3ext.experts import load_expert
+
+    expert = load_expert("shipped:ppo/sb3ext-CartPole-v0_1")
+    env = gym.make("sb3ext/CartPolePixels-v1")
+    assert expert.observation_space == env.get_wrapper_attr("state_space")
+    _, info = env.reset(seed=50_000)
+    steps, done = 0, False
+    while not done:
+        _, _, terminated, truncated, info = env.step(int(expert.act(info[STATE_KEY][None])[0]))
+        steps, done = steps + 1, terminated or truncated
+    # 500 (the time limit) here; a random policy falls within ~20 steps. The margin is for other machines' floats.
+    assert steps >= 400, steps

@@ -60,7 +60,7 @@ def expert_reads_state(
         expert.check_spaces(observation_space, action_space, env_id)  # raises, with hints, when it does not fit
         return False
     if spaces_match(expert.observation_space, state_space, within=True):
-        expert.check_spaces(state_space, action_space, env_id)
+        expert.check_spaces(state_space, action_space)  # trained on the state twin of this env, as intended: no warning
         return True
     raise ValueError(
         f"Expert {expert.source} observes {describe_space(expert.observation_space)}, which matches neither the "
