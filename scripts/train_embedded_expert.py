@@ -5,6 +5,9 @@
 * ``tqc`` on ``MountainCarContinuous-v0``: the zoo's own ``tqc.yml`` entry, unchanged (50k steps, gamma 0.9999,
   gSDE). An *imperfect* expert on purpose: it is lazy (some episodes never reach the flag) and its critic is
   almost flat across actions; AggreVaTeD's tests and the beyond-the-expert benchmark use it.
+* ``ppo`` on ``sb3ext/CartPole-v0``: sb3ext's ``hyperparams/ppo.yml`` (the zoo's tuned CartPole-v1 settings), 100k
+  steps: the state expert of the pixel cart-pole (``sb3ext/CartPolePixels-v1`` gives it the state in
+  ``info["state"]``); about 2 minutes.
 
 Fixed seed, CPU, so the result has the zoo layout (``<Env>.zip`` + ``<Env>/config.yml``) like every Hub
 checkpoint, and is copied to ``sb3ext/experts/<algo>/<Env>_1/``. Then it is evaluated and the score written
@@ -14,6 +17,7 @@ mountain car about 30 (one core).
     python scripts/train_embedded_expert.py [--env Pendulum-v1] [--timesteps 20000] [--seed 0]
     python scripts/train_embedded_expert.py --env sb3ext/BallPlateContinuous-v0
     python scripts/train_embedded_expert.py --algo tqc --env MountainCarContinuous-v0
+    python scripts/train_embedded_expert.py --algo ppo --env sb3ext/CartPole-v0
 """
 
 from __future__ import annotations
