@@ -24,7 +24,7 @@ def distribution_and_values(policy: ActorCriticPolicy, policy_obs: th.Tensor, va
     """
     n_policy = len(policy_obs)
     features = policy.extract_features(th.cat([policy_obs, value_obs]))
-    if policy.share_features_extractor:
+    if isinstance(features, th.Tensor):  # policy.share_features_extractor
         # a shared features extractor (CnnPolicy's) learns from the imitation loss only: the value loss on the env's
         # returns would swamp it (BallPlatePixels: no learning in 20k steps with it, 256 at 10k without)
         latent_pi = policy.mlp_extractor.forward_actor(features[:n_policy])
