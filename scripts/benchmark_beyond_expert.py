@@ -40,8 +40,17 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "scripts"))
-from benchmark_locomotion import COLORS, LABELS, Task, finished, run_imitation, run_zoo  # noqa: E402
-from zoo_bench import decorate_curve_axes, references  # noqa: E402
+from benchmark_locomotion import (  # noqa: E402
+    COLORS,
+    LABELS,
+    Task,
+    add_run_arguments,
+    finished,
+    run_imitation,
+    run_zoo,
+    task_references,
+)
+from zoo_bench import decorate_curve_axes  # noqa: E402
 
 TASKS = {
     t.name: t
@@ -97,26 +106,13 @@ def main() -> None:
     parser.add_argument("--save-freq", type=int, default=20_000, help="env steps between evaluations")
     parser.add_argument("--rl-save-freq", type=int, default=25_000, help="env steps between PPO's evaluations")
     parser.add_argument("--eval-episodes", type=int, default=30)
-    parser.add_argument("--eval-seed", type=int, default=50_000)
-    parser.add_argument("--jobs", type=int, default=2)
-    parser.add_argument("--bc-epochs", type=int, default=4, help="BC epochs per DAgger round / BC fit (imitation's: 4)")
-    parser.add_argument("--experts", type=Path, default=ROOT.parent / "shared" / "experts")
-    parser.add_argument("--venv", type=Path, default=ROOT.parent / "imitation_venv", help="imitation's venv")
-    parser.add_argument(
-        "--cached-only", action="store_true", help="run nothing new: report the runs already finished in --work-dir"
-    )
-    parser.add_argument("--work-dir", type=Path, default=ROOT / "bench_runs" / "beyond_expert")
-    parser.add_argument("--out", type=Path, default=ROOT / "docs" / "benchmarks")
+    add_run_arguments(parser, "beyond_expert")
     args = parser.parse_args()
 
     tasks = [TASKS[name] for name in args.tasks]
-    refs = {}
+    refs = task_references(args, tasks)
     for task in tasks:
-        cache = args.work_dir / f"references-{task.name}-{args.eval_seed}-{args.eval_episodes}.json"
-        refs[task.name] = references(task.env, args.experts / task.expert, args.eval_episodes, args.eval_seed, cache)
-        r = refs[task.name]
-        print(f"{task.name}: expert {r['expert']:.1f} ± {r['expert_std']:.1f}, random {r['random']:.1f}, "
-              f"target {target_of(r):.1f}", flush=True)  # fmt: skip
+        print(f"{task.name}: target {target_of(refs[task.name]):.1f}", flush=True)
 
     seeds = {
         "aggrevated": args.seeds,

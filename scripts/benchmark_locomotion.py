@@ -191,6 +191,32 @@ def timing(task: Task, experts: Path, steps: int) -> dict[str, float]:
     return result
 
 
+def add_run_arguments(parser: argparse.ArgumentParser, name: str) -> None:
+    """The arguments this script shares with ``benchmark_beyond_expert.py``: evaluation, parallelism, the experts,
+    imitation's venv, the cache (``bench_runs/<name>``) and the output folder."""
+    parser.add_argument("--eval-seed", type=int, default=50_000)
+    parser.add_argument("--jobs", type=int, default=2)
+    parser.add_argument("--bc-epochs", type=int, default=4, help="BC epochs per DAgger round / BC fit (imitation's: 4)")
+    parser.add_argument("--experts", type=Path, default=ROOT.parent / "shared" / "experts")
+    parser.add_argument("--venv", type=Path, default=ROOT.parent / "imitation_venv", help="imitation's venv")
+    parser.add_argument(
+        "--cached-only", action="store_true", help="run nothing new: report the runs already finished in --work-dir"
+    )
+    parser.add_argument("--work-dir", type=Path, default=ROOT / "bench_runs" / name)
+    parser.add_argument("--out", type=Path, default=ROOT / "docs" / "benchmarks")
+
+
+def task_references(args: argparse.Namespace, tasks: list[Task]) -> dict[str, dict[str, float]]:
+    """The expert's and a random policy's returns on the evaluation episodes, per task (cached in --work-dir)."""
+    refs = {}
+    for task in tasks:
+        cache = args.work_dir / f"references-{task.name}-{args.eval_seed}-{args.eval_episodes}.json"
+        refs[task.name] = references(task.env, args.experts / task.expert, args.eval_episodes, args.eval_seed, cache)
+        r = refs[task.name]
+        print(f"{task.name}: expert {r['expert']:.1f} ± {r['expert_std']:.1f}, random {r['random']:.1f}", flush=True)
+    return refs
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--tasks", nargs="+", default=list(TASKS), choices=list(TASKS))
@@ -200,27 +226,13 @@ def main() -> None:
     parser.add_argument("--rl-budget", type=int, default=100_000, help="env steps of zoo PPO and SAC")
     parser.add_argument("--save-freq", type=int, default=5_000, help="env steps between checkpoints / evaluations")
     parser.add_argument("--eval-episodes", type=int, default=10)
-    parser.add_argument("--eval-seed", type=int, default=50_000)
-    parser.add_argument("--jobs", type=int, default=2)
-    parser.add_argument("--bc-epochs", type=int, default=4, help="BC epochs per DAgger round / BC fit (imitation's: 4)")
-    parser.add_argument("--experts", type=Path, default=ROOT.parent / "shared" / "experts")
-    parser.add_argument("--venv", type=Path, default=ROOT.parent / "imitation_venv", help="imitation's venv")
+    add_run_arguments(parser, "locomotion")
     parser.add_argument("--timing", action="store_true", help="also time AggreVaTeD's parts at the YAML settings")
-    parser.add_argument(
-        "--cached-only", action="store_true", help="run nothing new: report the runs already finished in --work-dir"
-    )
-    parser.add_argument("--work-dir", type=Path, default=ROOT / "bench_runs" / "locomotion")
-    parser.add_argument("--out", type=Path, default=ROOT / "docs" / "benchmarks")
     args = parser.parse_args()
     from sb3ext.callbacks import threshold_between
 
     tasks = [TASKS[name] for name in args.tasks]
-    refs = {}
-    for task in tasks:
-        cache = args.work_dir / f"references-{task.name}-{args.eval_seed}-{args.eval_episodes}.json"
-        refs[task.name] = references(task.env, args.experts / task.expert, args.eval_episodes, args.eval_seed, cache)
-        r = refs[task.name]
-        print(f"{task.name}: expert {r['expert']:.1f} ± {r['expert_std']:.1f}, random {r['random']:.1f}", flush=True)
+    refs = task_references(args, tasks)
 
     python = None
     if {"dagger", "bc"} & set(args.methods) and not args.cached_only:
