@@ -41,16 +41,15 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "scripts"))
 from benchmark_locomotion import (  # noqa: E402
-    COLORS,
     LABELS,
     Task,
     add_run_arguments,
     finished,
+    plot,
     run_imitation,
     run_zoo,
     task_references,
 )
-from zoo_bench import decorate_curve_axes  # noqa: E402
 
 TASKS = {
     t.name: t
@@ -147,33 +146,8 @@ def main() -> None:
         writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
         writer.writeheader()
         writer.writerows(rows)
-    plot(args, tasks, results, refs)
+    plot(args, tasks, results, refs, "beyond_expert", target_of, f"target: expert + {MARGIN:.0%}")
     write_page(args, tasks, results, rows, refs)
-
-
-def plot(args: argparse.Namespace, tasks: list[Task], results: list[dict[str, Any]], refs: dict[str, dict]) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    for task in tasks:
-        fig, ax = plt.subplots(figsize=(7.5, 4.5))
-        seen = set()
-        for result in (r for r in results if r["task"] == task.name):
-            method = result["method"]
-            ax.plot(result["steps"], result["returns"], marker="o", ms=2.5, color=COLORS[method], alpha=0.75,
-                    label=LABELS[method] if method not in seen else None)  # fmt: skip
-            seen.add(method)
-        r = refs[task.name]
-        decorate_curve_axes(ax, r, target_of(r), f"{task.env}, expert {task.expert}", args.eval_episodes)
-        for line in ax.get_lines():  # the helper's threshold line is this page's target
-            if str(line.get_label()).startswith("threshold"):
-                line.set_label(f"target: expert + {MARGIN:.0%} ({target_of(r):.0f})")
-        ax.legend(fontsize=8, loc="best")
-        fig.tight_layout()
-        fig.savefig(args.out / f"beyond_expert_{task.name}.png", dpi=110)
-        plt.close(fig)
 
 
 def write_page(

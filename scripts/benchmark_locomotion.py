@@ -30,6 +30,7 @@ import csv
 import json
 import sys
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -328,7 +329,17 @@ def parse_row(row: dict[str, str]) -> dict[str, Any]:
     }  # fmt: skip
 
 
-def plot(args: argparse.Namespace, tasks: list[Task], results: list[dict[str, Any]], refs: dict[str, dict]) -> None:
+def plot(
+    args: argparse.Namespace,
+    tasks: list[Task],
+    results: list[dict[str, Any]],
+    refs: dict[str, dict],
+    name: str = "locomotion",
+    level: Callable[[dict[str, float]], float] | None = None,
+    level_label: str = "threshold",
+) -> None:
+    """Per task, every run's curve with the expert, random and ``level`` lines (default: the 90% threshold), saved as
+    ``<out>/<name>_<task>.png``."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -347,10 +358,10 @@ def plot(args: argparse.Namespace, tasks: list[Task], results: list[dict[str, An
                     label=LABELS[method] if method not in seen else None)  # fmt: skip
             seen.add(method)
         r = refs[task.name]
-        threshold = threshold_between(r["random"], r["expert"])
-        decorate_curve_axes(ax, r, threshold, f"{task.env}, expert {task.expert}", args.eval_episodes)
+        line = level(r) if level is not None else threshold_between(r["random"], r["expert"])
+        decorate_curve_axes(ax, r, line, f"{task.env}, expert {task.expert}", args.eval_episodes, level_label)
         fig.tight_layout()
-        fig.savefig(args.out / f"locomotion_{task.name}.png", dpi=110)
+        fig.savefig(args.out / f"{name}_{task.name}.png", dpi=110)
         plt.close(fig)
 
 

@@ -182,10 +182,12 @@ def references(env_id: str, expert_path: Path, episodes: int, seed: int, cache: 
     return refs
 
 
-def decorate_curve_axes(ax: Any, refs: dict[str, float], threshold: float, title: str, eval_episodes: int) -> None:
+def decorate_curve_axes(
+    ax: Any, refs: dict[str, float], threshold: float, title: str, eval_episodes: int, threshold_label: str = "threshold"
+) -> None:
     """Expert, threshold and random lines, labels, grid and legend of a learning-curve plot."""
     ax.axhline(refs["expert"], color="tab:green", ls="--", label=f"expert ({refs['expert']:.0f})")
-    ax.axhline(threshold, color="gray", ls="-.", label=f"threshold ({threshold:.0f})")
+    ax.axhline(threshold, color="gray", ls="-.", label=f"{threshold_label} ({threshold:.0f})")
     ax.axhline(refs["random"], color="tab:red", ls=":", label=f"random ({refs['random']:.0f})")
     ax.set_xlabel("environment steps")
     ax.set_ylabel(f"mean return, {eval_episodes} seeded episodes")
