@@ -133,9 +133,14 @@ class NormalizedLearner:
         return self.model.predict(self.norm.normalize_obs(obs) if self.norm is not None else obs, deterministic=True)
 
 
-def evaluate_checkpoints(algo: str, env_id: str, work: Path, episodes: int, seed: int) -> tuple[list[int], list[float]]:
+def evaluate_checkpoints(
+    algo: str, env_id: str, work: Path, episodes: int, seed: int, frame_stack: int = 0
+) -> tuple[list[int], list[float]]:
     """Mean return of every checkpoint of a run on ``episodes`` seeded episodes (``seed``, ``seed + 1`` ...);
-    cached in ``work/eval.json``. The checkpoints are this benchmark's own, loaded with the zoo's algorithm class."""
+    cached in ``work/eval.json``. The checkpoints are this benchmark's own, loaded with the zoo's algorithm class.
+
+    :param frame_stack: the run's ``frame_stack`` (its observations are stacked the same way)
+    """
     done = work / "eval.json"
     if done.exists():
         cached = json.loads(done.read_text())
@@ -154,7 +159,7 @@ def evaluate_checkpoints(algo: str, env_id: str, work: Path, episodes: int, seed
         model = ALGOS[algo].load(checkpoint, device="cpu")
         stats = run_dir / f"rl_model_vecnormalize_{n}_steps.pkl"
         norm = VecNormalize.load(str(stats), make_vec_env(env_id, n_envs=1)) if stats.exists() else None
-        episode = episode_returns(env_id, NormalizedLearner(model, norm), episodes, seed=seed)[0]
+        episode = episode_returns(env_id, NormalizedLearner(model, norm), episodes, seed=seed, frame_stack=frame_stack)[0]
         steps.append(n)
         returns.append(float(np.mean(episode)))
         print(f"  {work.name}: {n:>7,} steps  return {returns[-1]:7.1f} ± {np.std(episode):.1f}", flush=True)

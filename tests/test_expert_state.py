@@ -175,3 +175,25 @@ def test_the_value_loss_does_not_train_a_shared_cnn_during_imitation() -> None:
     # the same numbers as SB3's evaluate_actions
     sb3_values, _, _ = policy.evaluate_actions(obs[2:], th.tensor([0]))
     th.testing.assert_close(values.detach(), sb3_values.flatten().detach())
+
+
+def test_evaluation_stacks_frames_as_vec_frame_stack_and_feeds_a_state_expert_the_state() -> None:
+    from sb3ext.callbacks import episode_returns
+    from sb3ext.callbacks.evaluation import StackedFrames
+    from sb3ext.experts import load_expert
+
+    vec = VecFrameStack(make_vec_env("sb3ext/CartPolePixels-v1", n_envs=1), 4)
+    single = StackedFrames(gym.make("sb3ext/CartPolePixels-v1"), 4)
+    assert single.observation_space == vec.observation_space
+    vec.seed(7)
+    stacked_vec = vec.reset()
+    stacked, _ = single.reset(seed=7)
+    for action in [0, 1, 1, 0, 1, 1]:
+        np.testing.assert_array_equal(stacked, stacked_vec[0])
+        stacked_vec, _, _, _ = vec.step(np.array([action]))
+        stacked, *_ = single.step(action)
+    assert stacked[..., 0].any() and not np.array_equal(stacked[..., 0], stacked[..., 3])  # older frames, shifted
+
+    expert = load_expert("shipped:ppo/sb3ext-CartPole-v0_1")
+    returns, _ = episode_returns("sb3ext/CartPolePixels-v1", expert, 2, seed=50_000, observe_state=True)
+    assert returns.min() >= 400, returns  # 500 here; random ~20

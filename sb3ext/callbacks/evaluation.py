@@ -19,7 +19,34 @@ from stable_baselines3.common.callbacks import EvalCallback
 from stable_baselines3.common.env_util import make_vec_env
 from stable_baselines3.common.vec_env import VecEnv, VecNormalize
 
+from sb3ext.common.expert_state import STATE_KEY
 from sb3ext.experts import Expert, load_expert
+
+
+class StackedFrames(gym.ObservationWrapper):
+    """The last ``n_stack`` observations concatenated on the last axis, as SB3's ``VecFrameStack`` stacks them (zeros
+    before the first observation of an episode), for a single env; evaluation replays a frame-stacked learner with it."""
+
+    def __init__(self, env: gym.Env, n_stack: int):
+        super().__init__(env)
+        space = env.observation_space
+        if not isinstance(space, gym.spaces.Box):
+            raise ValueError(f"frame stacking needs a Box observation space, got {space}")
+        self.n_stack = n_stack
+        self.observation_space = gym.spaces.Box(
+            np.repeat(space.low, n_stack, axis=-1), np.repeat(space.high, n_stack, axis=-1), dtype=space.dtype
+        )
+        self._stacked = np.zeros(self.observation_space.shape, dtype=space.dtype)
+        self._depth = space.shape[-1]
+
+    def reset(self, **kwargs: Any) -> tuple[np.ndarray, dict[str, Any]]:
+        self._stacked[...] = 0
+        return super().reset(**kwargs)
+
+    def observation(self, observation: np.ndarray) -> np.ndarray:
+        self._stacked = np.roll(self._stacked, -self._depth, axis=-1)
+        self._stacked[..., -self._depth :] = observation
+        return self._stacked.copy()
 
 
 def episode_returns(
@@ -28,25 +55,33 @@ def episode_returns(
     n_episodes: int = 20,
     seed: int = 0,
     make_env: Callable[[str], gym.Env] | None = None,
+    frame_stack: int = 0,
+    observe_state: bool = False,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Returns and lengths of ``n_episodes`` seeded episodes (``seed``, ``seed + 1`` ...).
 
     :param policy: anything with SB3's ``predict`` (deterministic actions; an :class:`~sb3ext.experts.Expert`
         acts on raw env observations); ``None``: uniformly random actions (the action space seeded with ``seed``)
     :param make_env: builds the env (default ``gym.make``); e.g. ``expert.make_env`` for an expert's wrappers
+    :param frame_stack: stack this many observations, as the zoo's ``frame_stack`` (0: none)
+    :param observe_state: the policy acts on the env's ``info["state"]`` (a state expert on a pixel env, see
+        :mod:`sb3ext.common.expert_state`) instead of its observation
     """
     env = make_env(env_id) if make_env is not None else gym.make(env_id)
+    if frame_stack:
+        env = StackedFrames(env, frame_stack)
     env.action_space.seed(seed)
     returns, lengths = [], []
     for episode in range(n_episodes):
-        obs, _ = env.reset(seed=seed + episode)
+        obs, info = env.reset(seed=seed + episode)
         total, length, done = 0.0, 0, False
         while not done:
             if policy is None:
                 action = env.action_space.sample()
             else:
-                action = policy.predict(np.asarray(obs)[None], deterministic=True)[0][0]
-            obs, reward, terminated, truncated, _ = env.step(action)
+                seen = info[STATE_KEY] if observe_state else obs
+                action = policy.predict(np.asarray(seen)[None], deterministic=True)[0][0]
+            obs, reward, terminated, truncated, info = env.step(action)
             total, length, done = total + float(reward), length + 1, terminated or truncated
         returns.append(total)
         lengths.append(length)

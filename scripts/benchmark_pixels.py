@@ -1,0 +1,297 @@
+"""Pixel policies taught by a state expert: AggreVaTeD from frames beside stock PPO from frames.
+
+    python scripts/benchmark_pixels.py                                   # both tasks, 3 seeds (~2 h on 2 cores)
+    python scripts/benchmark_pixels.py --tasks cartpole --seeds 0        # one quick pass
+
+Tasks: sb3ext's pixel envs (84x84 grayscale frames, 4 stacked), each with its shipped state expert, which acts on the
+env's ``info["state"]`` (``sb3ext.common.expert_state``) while the learner sees only frames.
+
+Per task and seed:
+
+* **AggreVaTeD**: ``python -m rl_zoo3.train --algo aggrevated --env <pixel env> --seed <seed>``, everything from
+  ``hyperparams/aggrevated.yml`` (the shipped state expert is the entry's default), its ``n_timesteps`` env steps,
+  a checkpoint every ``--save-freq`` env steps;
+* **PPO**: stock PPO from frames with sb3ext's ``hyperparams/ppo.yml`` entry (Atari-style settings), ``--ppo-budget``
+  env steps (0: skip).
+
+Every checkpoint is evaluated on the same ``--eval-episodes`` deterministic episodes (seeds 50,000, 50,001, ...;
+frames stacked as in training) as the state expert (reading ``info["state"]``) and a uniformly random policy.
+Threshold: 90% of the way from random to the expert. Reported: env steps and wall-clock (from the checkpoints'
+file times) to the first checkpoint at the threshold, the share of later checkpoints that hold it, the final return.
+Writes ``docs/benchmarks/pixels.{md,csv}``, ``pixels_<task>.png`` (curves) and ``pixels_observation_<task>.png``
+(the four stacked frames the learner sees). Runs are cached under ``--work-dir``: re-running resumes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "scripts"))
+from zoo_bench import decorate_curve_axes, evaluate_checkpoints, save_figure, zoo_train  # noqa: E402
+
+DOCS = ROOT / "docs" / "benchmarks"
+METHODS = ("aggrevated", "ppo")
+LABELS = {"aggrevated": "AggreVaTeD (frames, state expert)", "ppo": "PPO from frames"}
+#: the budget of the stock-PPO runs on the pixel envs in docs/benchmarks/envs.md
+PPO_REFERENCE_BUDGET = 200_000
+
+
+@dataclass(frozen=True)
+class PixelTask:
+    name: str
+    env: str
+    #: what is known of stock PPO from frames at the reference budget
+    ppo_reference: str
+
+    def entry(self, algo: str) -> dict[str, Any]:
+        return dict(yaml.safe_load((ROOT / "hyperparams" / f"{algo}.yml").read_text())[self.env])
+
+    @property
+    def expert(self) -> str:
+        return str(self.entry("aggrevated")["expert"])
+
+
+TASKS = {
+    t.name: t
+    for t in [
+        PixelTask(
+            "cartpole",
+            "sb3ext/CartPolePixels-v1",
+            "Its 200,000-step runs in [envs.md](envs.md) (3 seeds) end at 95-140, far below this threshold: PPO's "
+            "wall-clock to it is above that.",
+        ),
+        PixelTask("plate", "sb3ext/BallPlatePixels-v0", "No longer PPO run from these frames has been measured."),
+    ]
+}
+
+
+def references(task: PixelTask, episodes: int, seed: int, cache: Path) -> dict[str, float]:
+    """The state expert (on ``info["state"]``) and a uniformly random policy on the seeded pixel episodes; cached."""
+    if cache.exists():
+        return json.loads(cache.read_text())  # type: ignore[no-any-return]
+    from sb3ext.callbacks import episode_returns
+    from sb3ext.experts import load_expert
+
+    expert_returns, _ = episode_returns(task.env, load_expert(task.expert), episodes, seed, observe_state=True)
+    random_returns, _ = episode_returns(task.env, None, episodes, seed)
+    refs = {
+        "expert": float(np.mean(expert_returns)),
+        "expert_std": float(np.std(expert_returns)),
+        "random": float(np.mean(random_returns)),
+    }
+    cache.parent.mkdir(parents=True, exist_ok=True)
+    cache.write_text(json.dumps(refs))
+    return refs
+
+
+def wall_curve(work: Path, steps: list[int], wall_s: float) -> list[float]:
+    """Seconds from the start of training to each checkpoint, from the checkpoints' file times."""
+    end = (work / "train.json").stat().st_mtime
+    start = end - wall_s
+    return [(work / "checkpoints" / f"rl_model_{n}_steps.zip").stat().st_mtime - start for n in steps]
+
+
+def run(args: argparse.Namespace, method: str, task: PixelTask, seed: int) -> dict[str, Any]:
+    work = args.work_dir / task.name / f"{method}_seed{seed}"
+    entry = task.entry(method)
+    budget = int(float(entry["n_timesteps"])) if method == "aggrevated" else args.ppo_budget
+    trained = zoo_train(method, task.env, seed, work, budget, args.save_freq, int(entry["n_envs"]))
+    frame_stack = int(entry.get("frame_stack", 0))
+    steps, returns = evaluate_checkpoints(method, task.env, work, args.eval_episodes, args.eval_seed, frame_stack)
+    return {
+        "method": method,
+        "task": task.name,
+        "seed": seed,
+        "budget": budget,
+        "steps": steps,
+        "returns": returns,
+        "wall_s": trained["wall_s"],
+        "wall_curve": wall_curve(work, steps, trained["wall_s"]),
+    }
+
+
+def summarise(result: dict[str, Any], threshold: float) -> dict[str, Any]:
+    from sb3ext.callbacks import first_crossing
+
+    crossed, held = first_crossing(np.array(result["steps"]), np.array(result["returns"]), threshold)
+    wall_to = result["wall_curve"][result["steps"].index(crossed)] if crossed is not None else None
+    return {
+        "task": result["task"],
+        "method": result["method"],
+        "seed": result["seed"],
+        "budget": result["budget"],
+        "steps_to_threshold": crossed,
+        "wall_s_to_threshold": None if wall_to is None else round(wall_to),
+        "held": round(held, 2),
+        "best": round(max(result["returns"]), 1),
+        "final": round(result["returns"][-1], 1),
+        "wall_s": round(result["wall_s"]),
+        "steps_per_s": round(result["budget"] / result["wall_s"], 1),
+    }
+
+
+def median_or_none(values: list[float | None]) -> float | None:
+    """The median, counting a seed that never reached the threshold as infinitely late; None if that is the median."""
+    median = float(np.median([np.inf if v is None else v for v in values]))
+    return None if not np.isfinite(median) else median
+
+
+def observation_picture(task: PixelTask, path: Path) -> None:
+    """The four stacked frames a learner sees, after a few seeded expert steps."""
+    import gymnasium as gym
+    import matplotlib.pyplot as plt
+
+    from sb3ext.callbacks.evaluation import StackedFrames
+    from sb3ext.common.expert_state import STATE_KEY
+    from sb3ext.experts import load_expert
+
+    expert = load_expert(task.expert)
+    env = StackedFrames(gym.make(task.env), int(task.entry("aggrevated")["frame_stack"]))
+    obs, info = env.reset(seed=3)
+    for _ in range(12):
+        obs, _, _, _, info = env.step(expert.act(info[STATE_KEY][None])[0])
+    fig, axes = plt.subplots(1, obs.shape[-1], figsize=(2.2 * obs.shape[-1], 2.6))
+    for i, ax in enumerate(axes):
+        ax.imshow(obs[..., i], cmap="gray", vmin=0, vmax=255)
+        ax.set_title(f"frame t-{obs.shape[-1] - 1 - i}" if i < obs.shape[-1] - 1 else "frame t", fontsize=9)
+        ax.set_xticks([])
+        ax.set_yticks([])
+    fig.suptitle(f"{task.env}: what the learner sees (84x84 grayscale, 4 stacked)", fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    env.close()
+
+
+def plot(task: PixelTask, results: list[dict[str, Any]], refs: dict[str, float], threshold: float, episodes: int) -> Path:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 4.2))
+    colors = {"aggrevated": "tab:blue", "ppo": "tab:orange"}
+    for method in METHODS:
+        for i, result in enumerate(r for r in results if r["method"] == method):
+            label = LABELS[method] if i == 0 else None
+            ax.plot(result["steps"], result["returns"], color=colors[method], alpha=0.8, marker=".", label=label)
+    decorate_curve_axes(ax, refs, threshold, task.env, episodes, "90% threshold")
+    return save_figure(
+        fig, ax, f"mean return, {episodes} seeded episodes", f"{task.env} from frames", DOCS / f"pixels_{task.name}.png"
+    )
+
+
+def fmt(value: float | None, unit: str = "") -> str:
+    return "not reached" if value is None else f"{value:,.0f}{unit}"
+
+
+def write_page(args: argparse.Namespace, rows: list[dict[str, Any]], refs: dict[str, dict[str, float]]) -> None:
+    lines = [
+        "# Pixel policies taught by a state expert",
+        "",
+        f"Generated by `python scripts/benchmark_pixels.py {' '.join(args.argv)}`".rstrip()
+        + f" on {time.strftime('%Y-%m-%d')}.",
+        "",
+        "The learner sees 84x84 grayscale frames (4 stacked, `CnnPolicy`); its expert is the shipped state expert, which",
+        'reads the env\'s `info["state"]`. AggreVaTeD runs through `python -m rl_zoo3.train --algo aggrevated --env <id>`',
+        "with every setting from `hyperparams/aggrevated.yml`; PPO from frames with sb3ext's `hyperparams/ppo.yml`.",
+        f"Every checkpoint ({args.save_freq:,} env steps apart) is evaluated on the same {args.eval_episodes} deterministic",
+        f"episodes (seeds {args.eval_seed:,}...). Threshold: 90% of the way from random to the expert. Wall-clock: one",
+        "core per run (`--num-threads 1`), from the checkpoints' file times.",
+        "",
+    ]
+    for name, task_refs in refs.items():
+        task = TASKS[name]
+        threshold = task_refs["random"] + 0.9 * (task_refs["expert"] - task_refs["random"])
+        lines += [
+            f"## `{task.env}`",
+            "",
+            f"Expert `{task.expert}`: {task_refs['expert']:.1f} ± {task_refs['expert_std']:.1f}; random "
+            f"{task_refs['random']:.1f}; threshold **{threshold:.1f}**.",
+            "",
+            "| method | seed | budget | env steps to threshold | wall-clock to threshold | later checkpoints holding it "
+            "| best | final | steps/s |",
+            "|---|---|---|---|---|---|---|---|---|",
+        ]
+        for row in (r for r in rows if r["task"] == name):
+            lines.append(
+                f"| {LABELS[row['method']]} | {row['seed']} | {row['budget']:,} | {fmt(row['steps_to_threshold'])} "
+                f"| {fmt(row['wall_s_to_threshold'], ' s')} | {row['held']:.0%} | {row['best']:.1f} | {row['final']:.1f} "
+                f"| {row['steps_per_s']:.0f} |"
+            )
+        for method in METHODS:
+            mine = [r for r in rows if r["task"] == name and r["method"] == method]
+            if mine:
+                steps = median_or_none([r["steps_to_threshold"] for r in mine])
+                wall = median_or_none([r["wall_s_to_threshold"] for r in mine])
+                lines.append("")
+                lines.append(
+                    f"- {LABELS[method]}: median env steps to the threshold {fmt(steps)}, median wall-clock {fmt(wall, ' s')} "
+                    f"({len(mine)} seeds)."
+                )
+                if method == "ppo" and max(r["budget"] for r in mine) < PPO_REFERENCE_BUDGET:
+                    rate = float(np.median([r["steps_per_s"] for r in mine]))
+                    minutes = PPO_REFERENCE_BUDGET / rate / 60
+                    lines.append(
+                        f"- PPO ran {max(r['budget'] for r in mine):,} steps here, to measure its throughput: {rate:.0f} "
+                        f"steps/s, so {PPO_REFERENCE_BUDGET:,} steps take {minutes:.0f} min. {task.ppo_reference}"
+                    )
+        lines += ["", f"![curves](pixels_{name}.png)", "", f"![what the learner sees](pixels_observation_{name}.png)", ""]
+    (DOCS / "pixels.md").write_text("\n".join(lines))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--tasks", nargs="+", choices=sorted(TASKS), default=sorted(TASKS))
+    parser.add_argument("--methods", nargs="+", choices=METHODS, default=list(METHODS))
+    parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
+    parser.add_argument("--ppo-budget", type=int, default=PPO_REFERENCE_BUDGET, help="PPO's env steps (envs.md: 2e5)")
+    parser.add_argument("--ppo-seeds", nargs="+", type=int, help="PPO's seeds (default: --seeds)")
+    parser.add_argument("--save-freq", type=int, default=2048)
+    parser.add_argument("--eval-episodes", type=int, default=10)
+    parser.add_argument("--eval-seed", type=int, default=50_000)
+    parser.add_argument("--jobs", type=int, default=2, help="runs in parallel (one core each)")
+    parser.add_argument("--work-dir", type=Path, default=ROOT / "bench_runs" / "pixels")
+    args = parser.parse_args()
+    args.argv = sys.argv[1:]
+    DOCS.mkdir(parents=True, exist_ok=True)
+    tasks = [TASKS[name] for name in args.tasks]
+    refs = {
+        t.name: references(t, args.eval_episodes, args.eval_seed, args.work_dir / t.name / "references.json") for t in tasks
+    }
+    for task in tasks:
+        observation_picture(task, DOCS / f"pixels_observation_{task.name}.png")
+    seeds = {"aggrevated": args.seeds, "ppo": args.ppo_seeds if args.ppo_seeds is not None else args.seeds}
+    jobs = [(m, t, s) for m in args.methods for t in tasks for s in seeds[m]]
+    with ThreadPoolExecutor(max_workers=args.jobs) as pool:
+        results = list(pool.map(lambda job: run(args, *job), jobs))
+    rows = []
+    for task in tasks:
+        task_refs = refs[task.name]
+        threshold = task_refs["random"] + 0.9 * (task_refs["expert"] - task_refs["random"])
+        mine = [r for r in results if r["task"] == task.name]
+        rows += [summarise(r, threshold) for r in mine]
+        plot(task, mine, task_refs, threshold, args.eval_episodes)
+    with open(DOCS / "pixels.csv", "w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    write_page(args, rows, refs)
+    print(f"wrote {DOCS / 'pixels.md'}")
+
+
+if __name__ == "__main__":
+    main()
