@@ -73,6 +73,7 @@ TASKS = {
             "Its 200,000-step runs in [envs.md](envs.md) (3 seeds) end at 95-140, far below this threshold: PPO's "
             "wall-clock to it is above that.",
         ),
+        PixelTask("cartpole-v2", "sb3ext/CartPolePixels-v2", "No longer PPO run from these frames has been measured."),
         PixelTask("plate", "sb3ext/BallPlatePixels-v0", "No longer PPO run from these frames has been measured."),
     ]
 }
@@ -104,6 +105,28 @@ def wall_curve(work: Path, steps: list[int], wall_s: float) -> list[float]:
     return [(work / "checkpoints" / f"rl_model_{n}_steps.zip").stat().st_mtime - start for n in steps]
 
 
+def evaluate_final(algo: str, env_id: str, work: Path, episodes: int, seed: int, frame_stack: int) -> tuple[int, float]:
+    """(env steps, mean return) of the model the zoo saved at the end of training; cached in ``work/final.json``."""
+    done = work / "final.json"
+    if done.exists():
+        cached = json.loads(done.read_text())
+        return cached["steps"], cached["return"]
+    from rl_zoo3 import ALGOS
+
+    from sb3ext.callbacks import episode_returns
+
+    name = env_id.replace("/", "-")
+    model = ALGOS[algo].load(next((work / "logs" / algo).glob(f"{name}_*/{name}.zip")), device="cpu")
+    returns, _ = episode_returns(env_id, model, episodes, seed=seed, frame_stack=frame_stack)
+    result = {"steps": int(model.num_timesteps), "return": float(np.mean(returns))}
+    done.write_text(json.dumps(result))
+    print(
+        f"  {work.name}: {result['steps']:>7,} steps  return {result['return']:7.1f} ± {np.std(returns):.1f} (final)",
+        flush=True,
+    )
+    return result["steps"], result["return"]
+
+
 def run(args: argparse.Namespace, method: str, task: PixelTask, seed: int) -> dict[str, Any]:
     work = args.work_dir / task.name / f"{method}_seed{seed}"
     entry = task.entry(method)
@@ -111,6 +134,10 @@ def run(args: argparse.Namespace, method: str, task: PixelTask, seed: int) -> di
     trained = zoo_train(method, task.env, seed, work, budget, args.save_freq, int(entry["n_envs"]))
     frame_stack = int(entry.get("frame_stack", 0))
     steps, returns = evaluate_checkpoints(method, task.env, work, args.eval_episodes, args.eval_seed, frame_stack)
+    final_steps, final_return = evaluate_final(method, task.env, work, args.eval_episodes, args.eval_seed, frame_stack)
+    walls = wall_curve(work, steps, trained["wall_s"])
+    if final_steps > steps[-1]:
+        steps, returns, walls = [*steps, final_steps], [*returns, final_return], [*walls, trained["wall_s"]]
     return {
         "method": method,
         "task": task.name,
@@ -119,7 +146,7 @@ def run(args: argparse.Namespace, method: str, task: PixelTask, seed: int) -> di
         "steps": steps,
         "returns": returns,
         "wall_s": trained["wall_s"],
-        "wall_curve": wall_curve(work, steps, trained["wall_s"]),
+        "wall_curve": walls,
     }
 
 
@@ -232,15 +259,15 @@ def write_page(args: argparse.Namespace, rows: list[dict[str, Any]], refs: dict[
                 f"| {fmt(row['wall_s_to_threshold'], ' s')} | {row['held']:.0%} | {row['best']:.1f} | {row['final']:.1f} "
                 f"| {row['steps_per_s']:.0f} |"
             )
+        lines.append("")
         for method in METHODS:
             mine = [r for r in rows if r["task"] == name and r["method"] == method]
             if mine:
                 steps = median_or_none([r["steps_to_threshold"] for r in mine])
                 wall = median_or_none([r["wall_s_to_threshold"] for r in mine])
-                lines.append("")
                 lines.append(
                     f"- {LABELS[method]}: median env steps to the threshold {fmt(steps)}, median wall-clock {fmt(wall, ' s')} "
-                    f"({len(mine)} seeds)."
+                    f"({len(mine)} seed{'s' if len(mine) > 1 else ''})."
                 )
                 if method == "ppo" and max(r["budget"] for r in mine) < PPO_REFERENCE_BUDGET:
                     rate = float(np.median([r["steps_per_s"] for r in mine]))

@@ -88,6 +88,25 @@ def test_pixel_observations_show_the_pole_moving() -> None:
     assert np.abs(last.astype(int) - first.astype(int)).sum() > 500
 
 
+def test_supersampled_frames_show_a_sub_pixel_tilt_that_plain_frames_do_not() -> None:
+    """v2 renders 4x larger and averages down: a tilt that moves the pole's top by a fraction of a pixel changes the
+    frame's grey levels; v1's 84x84 rendering shows the same scene as before (only whole pixels)."""
+
+    def frame(env_id: str, theta: float) -> np.ndarray:
+        env = gym.make(env_id)
+        env.reset(seed=0)
+        unwrapped = env.unwrapped
+        unwrapped.sim.reset_joint(unwrapped.body, unwrapped.joints[0], 0.0, 0.0)
+        unwrapped.sim.reset_joint(unwrapped.body, unwrapped.joints[1], theta, 0.0)
+        observation = unwrapped._observation(unwrapped._state())
+        env.close()
+        return observation.astype(int)
+
+    upright_v2, tilted_v2 = frame("sb3ext/CartPolePixels-v2", 0.0), frame("sb3ext/CartPolePixels-v2", 0.01)
+    assert np.abs(tilted_v2 - upright_v2).sum() > 100, "a 0.6 degree tilt should change the anti-aliased frame"
+    assert len(np.unique(upright_v2)) > 2 * len(np.unique(frame("sb3ext/CartPolePixels-v1", 0.0)))  # grey levels
+
+
 def test_invalid_discrete_action_is_refused() -> None:
     env = gym.make("sb3ext/CartPole-v0")
     env.reset(seed=0)
@@ -109,6 +128,7 @@ def test_human_mode_without_display_fails_clearly(monkeypatch: pytest.MonkeyPatc
         ("sb3ext/CartPole-v0", {"max_force": 0}, "max_force must be positive"),
         ("sb3ext/BallPlate-v0", {"obs_type": "rgb"}, "obs_type must be"),
         ("sb3ext/BallPlate-v0", {"max_torque": -1}, "max_torque must be positive"),
+        ("sb3ext/CartPolePixels-v2", {"supersample": 0}, "supersample must be an integer from 1 to 8, got 0"),
     ],
 )
 def test_bad_arguments_name_the_problem(env_id: str, kwargs: dict, message: str) -> None:

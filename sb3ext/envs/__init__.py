@@ -14,6 +14,7 @@ ENV_IDS: dict[str, tuple[str, int, dict]] = {
     "sb3ext/CartPole-v0": (_CARTPOLE, 500, {"continuous": False}),
     "sb3ext/CartPoleContinuous-v0": (_CARTPOLE, 500, {"continuous": True}),
     "sb3ext/CartPolePixels-v1": (_CARTPOLE, 500, {"continuous": False, "obs_type": "pixels"}),
+    "sb3ext/CartPolePixels-v2": (_CARTPOLE, 500, {"continuous": False, "obs_type": "pixels", "supersample": 4}),
     "sb3ext/BallPlate-v0": (_PLATE, 500, {"continuous": False}),
     "sb3ext/BallPlateContinuous-v0": (_PLATE, 500, {"continuous": True}),
     "sb3ext/BallPlatePixels-v0": (_PLATE, 500, {"continuous": True, "obs_type": "pixels"}),

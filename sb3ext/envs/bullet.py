@@ -19,10 +19,16 @@ from sb3ext.common.expert_state import STATE_KEY
 PIXEL_SIZE = 84
 
 
-def to_grayscale(frame: np.ndarray, size: int = PIXEL_SIZE) -> np.ndarray:
-    """RGB (H, W, 3) uint8 -> grayscale (H, W, 1) uint8 (ITU-R 601 luma)."""
+def to_grayscale(frame: np.ndarray, size: int = PIXEL_SIZE, supersample: int = 1) -> np.ndarray:
+    """RGB (H, W, 3) uint8 -> grayscale (size, size, 1) uint8 (ITU-R 601 luma).
+
+    :param supersample: the frame is ``supersample`` times larger than ``size`` on each axis; each output pixel is the
+        mean of its block (anti-aliasing: an edge that crosses a pixel shows as a grey level, not all or nothing)
+    """
     gray = frame[..., 0] * 0.299 + frame[..., 1] * 0.587 + frame[..., 2] * 0.114
-    assert gray.shape == (size, size)
+    assert gray.shape == (size * supersample, size * supersample)
+    if supersample > 1:
+        gray = gray.reshape(size, supersample, size, supersample).mean(axis=(1, 3))
     return gray.astype(np.uint8)[..., None]
 
 
@@ -162,21 +168,28 @@ class BulletSim:
 class BulletEnv(gym.Env):
     """What sb3ext's PyBullet envs share: argument checks, the simulator, pixel observations, rendering, close.
 
-    Subclasses set ``PHYSICS_DT``, build their scene on ``self.sim`` and implement ``_camera(width, height)``.
+    Subclasses set ``PHYSICS_DT``, build their scene on ``self.sim`` and implement ``_camera(width, height)`` (and
+    ``_observation_camera(size)`` when the observation's camera differs from the rendering one).
+
+    :param supersample: pixel observations are rendered ``supersample`` times larger on each axis and averaged down
+        to 84x84 (anti-aliased: sub-pixel motion shows as grey levels); 1: rendered at 84x84
     """
 
     metadata = {"render_modes": ["human", "rgb_array"], "render_fps": 50}
     PHYSICS_DT = 0.01
 
-    def __init__(self, obs_type: str, render_mode: str | None, **positive: float):
+    def __init__(self, obs_type: str, render_mode: str | None, supersample: int = 1, **positive: float):
         if obs_type not in ("state", "pixels"):
             raise ValueError(f"obs_type must be 'state' or 'pixels', got {obs_type!r}")
+        if not (isinstance(supersample, (int, np.integer)) and 1 <= supersample <= 8):
+            raise ValueError(f"supersample must be an integer from 1 to 8, got {supersample!r}")
         if render_mode not in (None, *self.metadata["render_modes"]):
             raise ValueError(f"render_mode must be None, 'rgb_array' or 'human', got {render_mode!r}")
         for name, value in positive.items():
             if value <= 0:
                 raise ValueError(f"{name} must be positive, got {value}")
         self.obs_type = obs_type
+        self.supersample = int(supersample)
         self.render_mode = render_mode
         self.sim = BulletSim(render_mode, timestep=self.PHYSICS_DT)
 
@@ -191,7 +204,12 @@ class BulletEnv(gym.Env):
     def _observation(self, state: np.ndarray) -> np.ndarray:
         if self.obs_type == "state":
             return state
-        return to_grayscale(self._camera(PIXEL_SIZE, PIXEL_SIZE))
+        size = PIXEL_SIZE * self.supersample
+        return to_grayscale(self._observation_camera(size), PIXEL_SIZE, self.supersample)
+
+    def _observation_camera(self, size: int) -> np.ndarray:
+        """The RGB frame (size, size, 3) that pixel observations are made of; by default the rendering camera."""
+        return self._camera(size, size)
 
     def _info(self, state: np.ndarray) -> dict[str, Any]:
         """Pixel envs give the physical state in ``info["state"]`` (sb3ext's convention for an expert that observes

@@ -7,12 +7,13 @@ from typing import Any
 import numpy as np
 from gymnasium import spaces
 
-from sb3ext.envs.bullet import PIXEL_SIZE, BulletEnv
+from sb3ext.envs.bullet import BulletEnv
 
 
 class BulletCartPoleEnv(BulletEnv):
     """
-    Cart-pole in PyBullet (``sb3ext/CartPole-v0``, ``sb3ext/CartPoleContinuous-v0``, ``sb3ext/CartPolePixels-v1``).
+    Cart-pole in PyBullet (``sb3ext/CartPole-v0``, ``sb3ext/CartPoleContinuous-v0``, ``sb3ext/CartPolePixels-v1``,
+    ``sb3ext/CartPolePixels-v2``).
 
     A cart (1.0 kg) slides on a frictionless rail; a pole (0.1 kg, 1 m, centre of mass at 0.5 m) hinges on
     it freely (both joints' default velocity motors are disabled). The action is a horizontal force on the
@@ -23,7 +24,9 @@ class BulletCartPoleEnv(BulletEnv):
     ``obs_type="pixels"``: an 84x84 grayscale frame of the scene (uint8, shape (84, 84, 1)) from the
     TinyRenderer, for ``CnnPolicy`` with frame stacking (a single frame does not show velocities). The
     frame spans the rail (+-2.7 m) horizontally and 2.7 m vertically (stretched x2 so the pole covers ~30
-    pixels), with the pole drawn dark on the white background.
+    pixels), with the pole drawn dark on the white background. At 6.4 cm per pixel across, a tilt of a few degrees
+    moves the pole's top by less than a pixel: ``-v1`` renders at 84x84 (such tilts are invisible), ``-v2`` at 4x
+    that, averaged down (``supersample=4``: sub-pixel positions show as grey levels).
     Reward: +1 per step. Terminated when |x| > 2.4 m or |theta| > 12 degrees; the time limit (500 steps)
     is set in the registration (truncation).
 
@@ -31,6 +34,7 @@ class BulletCartPoleEnv(BulletEnv):
     :param obs_type: "state" or "pixels"
     :param max_force: force magnitude in newtons
     :param render_mode: None, "rgb_array" or "human"
+    :param supersample: pixel observations rendered this many times larger per axis and averaged down to 84x84
     """
 
     X_LIMIT = 2.4
@@ -39,9 +43,14 @@ class BulletCartPoleEnv(BulletEnv):
     FRAME_SKIP = 2
 
     def __init__(
-        self, continuous: bool = False, obs_type: str = "state", max_force: float = 10.0, render_mode: str | None = None
+        self,
+        continuous: bool = False,
+        obs_type: str = "state",
+        max_force: float = 10.0,
+        render_mode: str | None = None,
+        supersample: int = 1,
     ):
-        super().__init__(obs_type, render_mode, max_force=max_force)
+        super().__init__(obs_type, render_mode, supersample, max_force=max_force)
         self.continuous = continuous
         self.max_force = float(max_force)
         self.action_space: spaces.Space = spaces.Box(-1.0, 1.0, (1,), np.float32) if continuous else spaces.Discrete(2)
@@ -56,10 +65,10 @@ class BulletCartPoleEnv(BulletEnv):
         (x, x_dot), (theta, theta_dot) = self.sim.joint_states(self.body, self.joints)
         return np.array((x, x_dot, theta, theta_dot), dtype=np.float32)
 
+    def _observation_camera(self, size: int) -> np.ndarray:  # the wide scene stretched into a square frame
+        return self.sim.render(size, size, target=(0.0, 0.0, 0.45), distance=3.4, yaw=0.0, pitch=0.0, fov=43.3, aspect=2.0)
+
     def _camera(self, width: int, height: int) -> np.ndarray:
-        if width == PIXEL_SIZE and self.obs_type == "pixels":  # the observation: the wide scene stretched into 84x84
-            target = (0.0, 0.0, 0.45)
-            return self.sim.render(width, height, target=target, distance=3.4, yaw=0.0, pitch=0.0, fov=43.3, aspect=2.0)
         return self.sim.render(width, height, target=(0.0, 0.0, 0.4), distance=3.4, yaw=0.0, pitch=-8.0, fov=75.0)
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[np.ndarray, dict[str, Any]]:
