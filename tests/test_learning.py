@@ -170,18 +170,23 @@ def test_flat_tqc_critic_with_the_yaml_defaults_never_falls_below_random_and_end
 
 
 def test_pixel_cartpole_learns_from_the_shipped_state_expert_in_16k_steps() -> None:
-    """Frames for the learner (CnnPolicy, 4 stacked), ``info["state"]`` for the shipped PPO state expert, the YAML
-    defaults. Measured here after 16k env steps: 298 (this seed) and 377 (seed 1) on 5 episodes (random 18, always one
-    push ~8, the expert 500); the threshold leaves room for other machines' floats, not for a learner that did not learn."""
+    """Frames for the learner (CnnPolicy, 4 stacked, v2's anti-aliased frames), ``info["state"]`` for the shipped PPO
+    state expert, the YAML defaults. The pixel learner oscillates from one evaluation to the next, so the test takes
+    the best of three evaluations at 12k, 14k and 16k env steps (5 episodes each). Measured through the zoo with the
+    same settings (10 episodes): 483 and 371 (seeds 0 and 1); random 12, always one push ~8, the expert 500. A
+    learner that did not learn stays far below the threshold; the margin is for other machines' floats."""
     from stable_baselines3.common.vec_env import VecFrameStack
 
     from sb3ext.callbacks import episode_returns
 
-    env_id, seed = "sb3ext/CartPolePixels-v1", 0
+    env_id, seed = "sb3ext/CartPolePixels-v2", 0
     entry = default_hyperparams(env_id)
     hyperparams = {k: v for k, v in entry.items() if k not in ZOO_KEYS | {"frame_stack"}}
     env = VecFrameStack(make_vec_env(env_id, n_envs=entry["n_envs"], seed=seed), entry["frame_stack"])
     model = AggreVaTeD(entry["policy"], env, expert=entry["expert"], seed=seed, device="cpu", **hyperparams)
-    model.learn(16_384)
-    returns, _ = episode_returns(env_id, model, 5, seed=50_000, frame_stack=entry["frame_stack"])
-    assert np.mean(returns) >= 150, f"after 16k steps the pixel learner should balance for a while, got {returns}"
+    evaluations = []
+    for steps in (12_288, 2_048, 2_048):
+        model.learn(steps, reset_num_timesteps=False)
+        returns, _ = episode_returns(env_id, model, 5, seed=50_000, frame_stack=entry["frame_stack"])
+        evaluations.append(float(np.mean(returns)))
+    assert max(evaluations) >= 250, f"the pixel learner should balance for most of an episode by 16k steps: {evaluations}"
