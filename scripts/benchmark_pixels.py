@@ -142,7 +142,7 @@ def run(args: argparse.Namespace, method: str, task: PixelTask, seed: int) -> di
         "method": method,
         "task": task.name,
         "seed": seed,
-        "budget": budget,
+        "budget": final_steps,  # the env steps the run made (its cached model's), whatever this invocation's budget
         "steps": steps,
         "returns": returns,
         "wall_s": trained["wall_s"],
@@ -249,7 +249,7 @@ def write_page(args: argparse.Namespace, rows: list[dict[str, Any]], refs: dict[
             f"Expert `{task.expert}`: {task_refs['expert']:.1f} ± {task_refs['expert_std']:.1f}; random "
             f"{task_refs['random']:.1f}; threshold **{threshold:.1f}**.",
             "",
-            "| method | seed | budget | env steps to threshold | wall-clock to threshold | later checkpoints holding it "
+            "| method | seed | env steps run | env steps to threshold | wall-clock to threshold | later checkpoints holding it "
             "| best | final | steps/s |",
             "|---|---|---|---|---|---|---|---|---|",
         ]
