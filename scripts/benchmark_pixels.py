@@ -40,7 +40,7 @@ import yaml
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "scripts"))
-from zoo_bench import decorate_curve_axes, evaluate_checkpoints, save_figure, zoo_train  # noqa: E402
+from zoo_bench import decorate_curve_axes, evaluate_checkpoints, references, save_figure, zoo_train  # noqa: E402
 
 DOCS = ROOT / "docs" / "benchmarks"
 METHODS = ("aggrevated", "ppo")
@@ -77,25 +77,6 @@ TASKS = {
         PixelTask("plate", "sb3ext/BallPlatePixels-v0", "No longer PPO run from these frames has been measured."),
     ]
 }
-
-
-def references(task: PixelTask, episodes: int, seed: int, cache: Path) -> dict[str, float]:
-    """The state expert (on ``info["state"]``) and a uniformly random policy on the seeded pixel episodes; cached."""
-    if cache.exists():
-        return json.loads(cache.read_text())  # type: ignore[no-any-return]
-    from sb3ext.callbacks import episode_returns
-    from sb3ext.experts import load_expert
-
-    expert_returns, _ = episode_returns(task.env, load_expert(task.expert), episodes, seed, observe_state=True)
-    random_returns, _ = episode_returns(task.env, None, episodes, seed)
-    refs = {
-        "expert": float(np.mean(expert_returns)),
-        "expert_std": float(np.std(expert_returns)),
-        "random": float(np.mean(random_returns)),
-    }
-    cache.parent.mkdir(parents=True, exist_ok=True)
-    cache.write_text(json.dumps(refs))
-    return refs
 
 
 def wall_curve(work: Path, steps: list[int], wall_s: float) -> list[float]:
@@ -249,8 +230,8 @@ def write_page(args: argparse.Namespace, rows: list[dict[str, Any]], refs: dict[
             f"Expert `{task.expert}`: {task_refs['expert']:.1f} ± {task_refs['expert_std']:.1f}; random "
             f"{task_refs['random']:.1f}; threshold **{threshold:.1f}**.",
             "",
-            "| method | seed | env steps run | env steps to threshold | wall-clock to threshold | later checkpoints holding it "
-            "| best | final | steps/s |",
+            "| method | seed | env steps run | env steps to threshold | wall-clock to threshold "
+            "| later checkpoints holding it | best | final | steps/s |",
             "|---|---|---|---|---|---|---|---|---|",
         ]
         for row in (r for r in rows if r["task"] == name):
@@ -297,7 +278,10 @@ def main() -> None:
     DOCS.mkdir(parents=True, exist_ok=True)
     tasks = [TASKS[name] for name in args.tasks]
     refs = {
-        t.name: references(t, args.eval_episodes, args.eval_seed, args.work_dir / t.name / "references.json") for t in tasks
+        t.name: references(
+            t.env, t.expert, args.eval_episodes, args.eval_seed, args.work_dir / t.name / "references.json", True
+        )
+        for t in tasks
     }
     for task in tasks:
         observation_picture(task, DOCS / f"pixels_observation_{task.name}.png")

@@ -167,15 +167,24 @@ def evaluate_checkpoints(
     return steps, returns
 
 
-def references(env_id: str, expert_path: Path, episodes: int, seed: int, cache: Path) -> dict[str, float]:
-    """The expert and a uniformly random policy on the same seeded episodes; cached in ``cache``."""
+def references(
+    env_id: str, expert_path: Path | str, episodes: int, seed: int, cache: Path, observe_state: bool = False
+) -> dict[str, float]:
+    """The expert and a uniformly random policy on the same seeded episodes; cached in ``cache``.
+
+    :param observe_state: the expert is a state expert acting on the env's ``info["state"]`` (a pixel env)
+    """
     if cache.exists():
         return json.loads(cache.read_text())  # type: ignore[no-any-return]
     from sb3ext.callbacks import episode_returns
     from sb3ext.experts import load_expert
 
-    expert = load_expert(expert_path, env_id=env_id)
-    expert_returns, _ = episode_returns(env_id, expert, episodes, seed, expert.make_env)
+    if observe_state:
+        expert = load_expert(expert_path)
+        expert_returns, _ = episode_returns(env_id, expert, episodes, seed, observe_state=True)
+    else:
+        expert = load_expert(expert_path, env_id=env_id)
+        expert_returns, _ = episode_returns(env_id, expert, episodes, seed, expert.make_env)
     random_returns, _ = episode_returns(env_id, None, episodes, seed)
     refs = {
         "expert": float(np.mean(expert_returns)),
