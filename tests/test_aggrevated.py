@@ -17,6 +17,7 @@ import yaml
 from gymnasium import spaces
 from stable_baselines3.common.callbacks import BaseCallback
 from stable_baselines3.common.env_util import make_vec_env
+from stable_baselines3.common.vec_env import VecNormalize
 
 from sb3ext.algos.aggrevated import AggreVaTeD
 from sb3ext.algos.aggrevated.aggrevated import expected_advantages, leave_one_out_advantages
@@ -330,6 +331,33 @@ def test_aggregation_reservoir_is_rescored_beside_the_window() -> None:
     assert model.logger.name_to_value["train/aggregated_states"] == 32 + 40
     learner_obs, expert_obs = model._aggregation.get()
     assert len(np.unique(learner_obs, axis=0)) == 72  # no state twice: the reservoir holds only evicted ones
+
+
+def test_aggregated_states_are_normalized_with_the_current_statistics() -> None:
+    """With the learner's VecNormalize, the aggregated states keep the env's observations and are normalised with
+    the statistics of the iteration that trains on them, not those of the iteration that visited them."""
+    env = VecNormalize(make_vec_env("Pendulum-v1", n_envs=2, seed=0), norm_reward=False)
+    model = AggreVaTeD(
+        "MlpPolicy", env, **{**SMALL, "aggregation_window": 2, "aggregation_reservoir": 16},
+        expert=shared_expert("sac/Pendulum-v1_1"), seed=0, beta_init=0.0,
+    )  # fmt: skip
+    seen: list[th.Tensor] = []
+    samples = model._estimator.samples
+
+    def recording(*args: Any) -> Any:
+        result = samples(*args)
+        seen.append(result[0])
+        return result
+
+    model._estimator.samples = recording  # type: ignore[method-assign]
+    model.learn(16 * 4)
+    learner_obs, expert_obs = model._aggregation.get()
+    assert len(learner_obs) == 32 + 16
+    # kept as the env emitted them: the (unnormalised) SAC expert observes the same numbers
+    np.testing.assert_allclose(learner_obs, expert_obs, atol=1e-6)
+    assert np.abs(env.normalize_obs(learner_obs) - learner_obs).max() > 0.1  # the statistics are not the identity
+    # the last update trained on them normalised with the statistics the policy now acts with
+    np.testing.assert_allclose(seen[-1].numpy(), env.normalize_obs(learner_obs), rtol=1e-5, atol=1e-6)
 
 
 def test_reservoir_keeps_a_uniform_sample_of_the_evicted_states() -> None:

@@ -36,7 +36,7 @@ from sb3ext.algos.aggrevated.estimators import (
     surrogate_terms,
 )
 from sb3ext.algos.aggrevated.policies import CnnPolicy, MlpPolicy, distribution_and_values
-from sb3ext.algos.aggrevated.rollin import BetaSchedule, RollIn, expert_reads_state
+from sb3ext.algos.aggrevated.rollin import BetaSchedule, RollIn, expert_reads_state, learner_view, observation_normalizer
 from sb3ext.common.expert_state import StateTracker, base_vec_env
 from sb3ext.common.ppo import actor_critic_parameters, kl_exceeded
 from sb3ext.common.validation import invalid, unknown_kwargs_message
@@ -465,7 +465,8 @@ class AggreVaTeD(PPO):
                 self._state_tracker = StateTracker(env)  # the expert observes info["state"] (a new env: a new tracker)
             rollin = RollIn(self._expert, beta, self._mix_rng, self._aggregation, self._rollin_record,
                             self.get_vec_normalize_env(), learner_mode,
-                            self._state_tracker if self._expert_reads_state else None)  # fmt: skip
+                            self._state_tracker if self._expert_reads_state else None,
+                            observation_normalizer(self.env))  # fmt: skip
 
         callback.on_rollout_start()
 
@@ -623,13 +624,15 @@ class AggreVaTeD(PPO):
 
         estimator = self._estimator
         scoring_start = time.perf_counter()
+        view = learner_view(observation_normalizer(self.env), self.observation_space.dtype)
+        record = self._rollin_record
         if isinstance(estimator, LearnedQEstimator):
-            learner_obs, scores, stats = estimator.samples(self._rollin_record.arrays(), self.rollout_buffer, self.policy)
+            learner_obs, scores, stats = estimator.samples(record.arrays(), self.rollout_buffer, self.policy, view)
         elif isinstance(estimator, ValueOnlyEstimator):
             learner_obs, scores, stats = estimator.samples(self._rollin_record.arrays(), self.rollout_buffer)
         else:
             assert isinstance(estimator, _QEstimator)
-            learner_obs, scores, stats = estimator.samples(self.policy, self._aggregation)
+            learner_obs, scores, stats = estimator.samples(self.policy, self._aggregation, view)
         n_states = len(learner_obs)
         update_start = time.perf_counter()
         timings = {**self._timings, "scoring_s": update_start - scoring_start}

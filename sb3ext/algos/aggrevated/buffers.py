@@ -93,6 +93,7 @@ class RollInArrays(NamedTuple):
     next_expert_obs: np.ndarray  # s' (the real last observation at truncations), as the expert observes it
     terminated: np.ndarray  # V*(s') = 0
     dones: np.ndarray  # the episode ended (terminated or truncated): no lambda-return across it
+    learner_obs: np.ndarray  # s, as the learner observes it, or as the env emitted it (see ``rollin.learner_view``)
 
 
 class RollInRecord:
@@ -102,16 +103,16 @@ class RollInRecord:
         self.reset()
 
     def reset(self) -> None:
-        self._states: list[tuple[np.ndarray, np.ndarray]] = []
+        self._states: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
         self._steps: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []
 
-    def add_state(self, expert_obs: np.ndarray, use_expert: np.ndarray) -> None:
-        self._states.append((expert_obs, use_expert))
+    def add_state(self, expert_obs: np.ndarray, use_expert: np.ndarray, learner_obs: np.ndarray) -> None:
+        self._states.append((expert_obs, use_expert, learner_obs))
 
     def add_step(self, rewards: np.ndarray, next_expert_obs: np.ndarray, terminated: np.ndarray, dones: np.ndarray) -> None:
         self._steps.append((rewards, next_expert_obs, terminated, dones))
 
     def arrays(self) -> RollInArrays:
-        expert_obs, use_expert = (np.stack(column) for column in zip(*self._states))
+        expert_obs, use_expert, learner_obs = (np.stack(column) for column in zip(*self._states))
         rewards, next_expert_obs, terminated, dones = (np.stack(column) for column in zip(*self._steps))
-        return RollInArrays(expert_obs, use_expert, rewards, next_expert_obs, terminated, dones)
+        return RollInArrays(expert_obs, use_expert, rewards, next_expert_obs, terminated, dones, learner_obs)

@@ -18,6 +18,7 @@ Each returns the learner observations to update at, typed scores (:class:`Sample
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -170,9 +171,17 @@ class Estimator:
 
 
 class _QEstimator(Estimator):
-    def samples(self, policy: Any, aggregation: StateAggregationBuffer) -> tuple[th.Tensor, Scores, dict[str, th.Tensor]]:
-        """Score the learner at every aggregated state (no gradient)."""
+    def samples(
+        self, policy: Any, aggregation: StateAggregationBuffer, learner_view: Callable[[np.ndarray], np.ndarray] | None = None
+    ) -> tuple[th.Tensor, Scores, dict[str, th.Tensor]]:
+        """Score the learner at every aggregated state (no gradient).
+
+        :param learner_view: maps the stored learner observations to what the learner sees now (its current
+            observation normalisation); None: they are stored as it sees them
+        """
         learner_np, expert_np = aggregation.get()
+        if learner_view is not None:
+            learner_np = learner_view(learner_np)
         learner_obs = th.as_tensor(learner_np, device=self.device)
         scores, stats = self.score(policy, th.as_tensor(expert_np, device=self.device), learner_obs)
         return learner_obs, scores, stats
@@ -378,7 +387,7 @@ class LearnedQEstimator(Estimator):
         error = ((predicted - targets) ** 2).mean()
         variance = targets.var() if n > 1 else th.zeros((), device=self.device)
         self.buffer.add(
-            rollout_buffer.observations.reshape(n, *rollout_buffer.observations.shape[2:]),
+            record.learner_obs.reshape(n, *record.learner_obs.shape[2:]),
             record.expert_obs.reshape(n, -1),
             actions.cpu().numpy(),
             targets.cpu().numpy(),
@@ -412,13 +421,19 @@ class LearnedQEstimator(Estimator):
         }
 
     def samples(
-        self, record: RollInArrays, rollout_buffer: Any, policy: Any
+        self,
+        record: RollInArrays,
+        rollout_buffer: Any,
+        policy: Any,
+        learner_view: Callable[[np.ndarray], np.ndarray] | None = None,
     ) -> tuple[th.Tensor, Scores, dict[str, th.Tensor]]:
-        """Add the latest roll-in, fit the critic, and score the learner at the last ``score_window`` states."""
+        """Add the latest roll-in, fit the critic, and score the learner at the last ``score_window`` states
+        (``learner_view``: as for the Q* experts' :meth:`_QEstimator.samples`)."""
         stats = self.add(record, rollout_buffer)
         stats.update(self.fit(record.use_expert.size))
         idx = self.buffer.latest(self.score_window)
-        learner_obs = th.as_tensor(self.buffer.learner_obs[idx], device=self.device)
+        learner_np = self.buffer.learner_obs[idx]
+        learner_obs = th.as_tensor(learner_np if learner_view is None else learner_view(learner_np), device=self.device)
         expert_obs = th.as_tensor(self.buffer.expert_obs[idx], device=self.device)
         scores, score_stats = self.score(policy, expert_obs, learner_obs)
         stats.update(score_stats)

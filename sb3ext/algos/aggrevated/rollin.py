@@ -69,6 +69,26 @@ def expert_reads_state(
     )
 
 
+def observation_normalizer(env: VecEnv | None) -> VecNormalize | None:
+    """The learner's ``VecNormalize`` when it normalises observations and is the outermost wrapper, else None.
+
+    The aggregated states then keep the learner's observations as the env emitted them (``get_original_obs``) and
+    are normalised with the current statistics when they are re-scored and trained on (:func:`learner_view`).
+    Stored normalised, a state would keep the statistics of the iteration that visited it: the running mean and
+    variance move most in the first iterations, and a state kept for long (``aggregation_reservoir``) would
+    show the policy an observation it no longer maps to that state. With a wrapper outside the ``VecNormalize``
+    (the zoo's frame stacking), the stored observation is the learner's own, as before.
+    """
+    return env if isinstance(env, VecNormalize) and env.norm_obs else None
+
+
+def learner_view(normalizer: VecNormalize | None, dtype: Any) -> Any:
+    """Maps stored learner observations to what the learner sees now (None: stored as seen)."""
+    if normalizer is None:
+        return None
+    return lambda raw: np.asarray(normalizer.normalize_obs(raw), dtype=dtype)
+
+
 class RollIn:
     """One roll-in of the expert/learner mixture.
 
@@ -78,6 +98,8 @@ class RollIn:
     :param aggregation: the aggregated states (every visited state is added)
     :param record: the transitions of this roll-in (value-only experts), reset here
     :param vec_normalize: the learner's ``VecNormalize``, undone before the expert sees an observation
+    :param learner_normalizer: the learner's ``VecNormalize`` when the aggregated states keep its observations as
+        the env emitted them (see :func:`observation_normalizer`); None: as the learner saw them
     :param learner_mode: per env, whether the learner acts with its distribution's mode (its deterministic action,
         the one it is deployed with) instead of a sample; None: samples everywhere
     :param states: where the expert observes the env's ``info["state"]`` instead of the learner's observation
@@ -94,8 +116,10 @@ class RollIn:
         vec_normalize: VecNormalize | None,
         learner_mode: np.ndarray | None = None,
         states: StateTracker | None = None,
+        learner_normalizer: VecNormalize | None = None,
     ):
         self.expert = expert
+        self.learner_normalizer = learner_normalizer
         self.states = states
         self.learner_mode = learner_mode if learner_mode is not None and learner_mode.any() else None
         self.beta = beta
@@ -127,10 +151,12 @@ class RollIn:
         """
         expert = self.expert
         expert_obs = expert.normalize_obs(self.original_obs(last_obs))
-        self.aggregation.add(np.asarray(last_obs), expert_obs)
+        normalizer = self.learner_normalizer
+        learner_obs = np.asarray(last_obs if normalizer is None else normalizer.get_original_obs())
+        self.aggregation.add(learner_obs, expert_obs)
         use_expert = self.rng.random(len(expert_obs)) < self.beta
         if expert.kind == VALUE_ONLY:
-            self.record.add_state(expert_obs, use_expert)
+            self.record.add_state(expert_obs, use_expert, learner_obs)
         per_env = (-1, *([1] * (actions.ndim - 1)))  # broadcasts one flag per env over the action dimensions
         changed = False
         if self.learner_mode is not None:
