@@ -629,7 +629,7 @@ class AggreVaTeD(PPO):
         if isinstance(estimator, LearnedQEstimator):
             learner_obs, scores, stats = estimator.samples(record.arrays(), self.rollout_buffer, self.policy, view)
         elif isinstance(estimator, ValueOnlyEstimator):
-            learner_obs, scores, stats = estimator.samples(self._rollin_record.arrays(), self.rollout_buffer)
+            learner_obs, scores, stats = estimator.samples(record.arrays(), self.rollout_buffer)
         else:
             assert isinstance(estimator, _QEstimator)
             learner_obs, scores, stats = estimator.samples(self.policy, self._aggregation, view)
