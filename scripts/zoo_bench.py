@@ -235,5 +235,10 @@ def yaml_aggrevated(env_id: str, expert: Any, seed: int = 0, **overrides: Any) -
         entry.pop(key, None)
     n_envs = int(entry.pop("n_envs", 1))
     entry["policy_kwargs"] = parse_policy_kwargs(entry.get("policy_kwargs"))
+    for key in ("learning_rate", "clip_range"):  # the zoo's schedule syntax: lin_<initial value>
+        if isinstance(entry.get(key), str) and entry[key].startswith("lin_"):
+            from rl_zoo3.utils import linear_schedule
+
+            entry[key] = linear_schedule(float(entry[key][len("lin_") :]))
     env = VecNormalize(make_vec_env(env_id, n_envs=n_envs, seed=seed), norm_reward=False)
     return AggreVaTeD("MlpPolicy", env, expert=expert, seed=seed, device="cpu", **{**entry, **overrides})
