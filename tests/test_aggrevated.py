@@ -682,6 +682,22 @@ def test_value_only_expert_steps_are_left_out() -> None:
     assert 0 < executed_by_learner < 16 and len(obs) == executed_by_learner == data.advantages.shape[1]
 
 
+def test_expert_bc_works_with_a_value_only_expert_scored_by_its_policy() -> None:
+    env = make_vec_env("BipedalWalker-v3", n_envs=2, seed=0)
+    expert = load_expert(shared_expert("ppo/BipedalWalker-v3_1"))
+    model = AggreVaTeD("MlpPolicy", env, expert=expert, seed=0, expert_bc_coef=1.0, expert_bc_margin=0.0, **SMALL)
+    model.learn(16)
+    obs = th.as_tensor(np.stack([env.observation_space.sample() for _ in range(5)]) * 0.1)
+    scores, _ = model._score_states(obs, obs)
+    # the expert's own (deterministic) action, and how far its log-likelihood is above the learner's samples'
+    np.testing.assert_allclose(scores.expert_actions.numpy(), expert.act(obs.numpy()), atol=1e-6)
+    assert scores.expert_gap_z is not None and scores.expert_gap_z.shape == (5,)
+    model.learn(32, reset_num_timesteps=False)
+    # margin 0: wherever the expert's action is likelier under the expert than the learner's samples on average
+    assert model.logger.name_to_value["train/expert_bc_fraction"] > 0.5
+    assert model.logger.name_to_value["train/expert_bc"] > 0
+
+
 @pytest.mark.parametrize("estimator", ["expert_policy", "learned_q", "td"])
 def test_real_value_only_expert_trains(estimator: str) -> None:
     env = make_vec_env("BipedalWalker-v3", n_envs=2, seed=0)

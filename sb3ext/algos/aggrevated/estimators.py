@@ -273,7 +273,9 @@ class ExpertPolicyEstimator(_QEstimator):
             expert_q = expert.log_prob(expert_obs, expert_actions)
             stats = {"q_mean": q.mean(), "q_std": q.std(), "q_gap": (expert_q - q.mean(dim=0)).mean()}
             advantages = self._normalize(leave_one_out_advantages(q), bool(self.per_state_normalization), 0)
-        return SampledScores(actions, log_prob_old, advantages), stats
+            gap_z = (expert_q - q.mean(dim=0)) / (q.std(dim=0) + 1e-6)
+        # the expert's action and its gap let expert_bc_coef pull the mean to it, as with a Q* expert
+        return SampledScores(actions, log_prob_old, advantages, expert_actions, gap_z), stats
 
 
 class ValueOnlyEstimator(Estimator):
