@@ -105,7 +105,8 @@ class AggreVaTeD(PPO):
         its deterministic action (the distribution's mode, the one it is evaluated and deployed with) instead of a
         sample, so that the aggregated states include those the deterministic policy visits; the K scored samples
         still come from its distribution. Imitation phase only (0: samples on every env)
-    :param expert_bc_coef: weight of a Q-filtered behaviour-cloning term (Q* experts, Box actions): the squared
+    :param expert_bc_coef: weight of a Q-filtered behaviour-cloning term (Box actions; Q* experts, or value-only
+        experts scored by ``expert_policy``, whose log pi* stands in for Q*): the squared
         distance of the Gaussian mean to the expert's action, in half action ranges, on the aggregated states where
         Q*(s, expert action) beats the mean Q* of the K samples by more than ``expert_bc_margin`` standard deviations
         of theirs. Those are states where the samples around the learner's mean cannot find what the expert does,
