@@ -687,7 +687,7 @@ def test_expert_bc_works_with_a_value_only_expert_scored_by_its_policy() -> None
     expert = load_expert(shared_expert("ppo/BipedalWalker-v3_1"))
     model = AggreVaTeD("MlpPolicy", env, expert=expert, seed=0, expert_bc_coef=1.0, expert_bc_margin=0.0, **SMALL)
     model.learn(16)
-    obs = th.as_tensor(np.stack([env.observation_space.sample() for _ in range(5)]) * 0.1)
+    obs = th.as_tensor(np.random.default_rng(0).normal(0.0, 0.1, (5, *env.observation_space.shape)), dtype=th.float32)
     scores, _ = model._score_states(obs, obs)
     # the expert's own (deterministic) action, and how far its log-likelihood is above the learner's samples'
     np.testing.assert_allclose(scores.expert_actions.numpy(), expert.act(obs.numpy()), atol=1e-6)

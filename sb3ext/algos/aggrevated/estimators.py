@@ -170,6 +170,12 @@ class Estimator:
         return advantages
 
 
+def expert_gap_z(expert_score: th.Tensor, sample_scores: th.Tensor) -> th.Tensor:
+    """Per state, by how many standard deviations of the K samples' scores (K, N) the expert's action's score (N,)
+    beats their mean."""
+    return (expert_score - sample_scores.mean(dim=0)) / (sample_scores.std(dim=0) + 1e-6)
+
+
 class _QEstimator(Estimator):
     def samples(
         self, policy: Any, aggregation: StateAggregationBuffer, learner_view: Callable[[np.ndarray], np.ndarray] | None = None
@@ -220,8 +226,7 @@ class QContinuousEstimator(_QEstimator):
                 stats["critic_snr"] = rms_ratio(signal, noise)
                 stats["critic_low_signal_fraction"] = (signal < noise).float().mean()
             advantages = self._normalize(advantages, bool(self.per_state_normalization), 0, noise)
-            gap_z = (expert_q - q.mean(dim=0)) / (q.std(dim=0) + 1e-6)
-        return SampledScores(actions, log_prob_old, advantages, expert_actions, gap_z, snr), stats
+        return SampledScores(actions, log_prob_old, advantages, expert_actions, expert_gap_z(expert_q, q), snr), stats
 
 
 class QDiscreteEstimator(_QEstimator):
@@ -273,9 +278,8 @@ class ExpertPolicyEstimator(_QEstimator):
             expert_q = expert.log_prob(expert_obs, expert_actions)
             stats = {"q_mean": q.mean(), "q_std": q.std(), "q_gap": (expert_q - q.mean(dim=0)).mean()}
             advantages = self._normalize(leave_one_out_advantages(q), bool(self.per_state_normalization), 0)
-            gap_z = (expert_q - q.mean(dim=0)) / (q.std(dim=0) + 1e-6)
         # the expert's action and its gap let expert_bc_coef pull the mean to it, as with a Q* expert
-        return SampledScores(actions, log_prob_old, advantages, expert_actions, gap_z), stats
+        return SampledScores(actions, log_prob_old, advantages, expert_actions, expert_gap_z(expert_q, q)), stats
 
 
 class ValueOnlyEstimator(Estimator):
