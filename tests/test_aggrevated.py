@@ -525,17 +525,50 @@ def test_model_saved_before_value_estimators_loads_and_trains(tmp_path: Path) ->
             if item.filename == "data":
                 data = json.loads(content)
                 assert "value_estimator" in data and "critic_kwargs" in data and "aggregation_reservoir" in data
+                assert "expert_obs_stats" in data and "obs_stats_from_expert" in data
                 del data["value_estimator"], data["critic_kwargs"], data["aggregation_reservoir"]
+                del data["expert_obs_stats"], data["obs_stats_from_expert"]
                 content = json.dumps(data).encode()
             target.writestr(item, content)
     loaded = AggreVaTeD.load(old, env=make_vec_env("BipedalWalker-v3", n_envs=2, seed=1))
     obs = np.stack([env.observation_space.sample() for _ in range(5)])
     np.testing.assert_array_equal(model.predict(obs, deterministic=True)[0], loaded.predict(obs, deterministic=True)[0])
     assert loaded.value_estimator == "expert_policy" and loaded.critic_kwargs is None
-    assert loaded.aggregation_reservoir == 0
+    assert loaded.aggregation_reservoir == 0 and loaded.expert_obs_stats and not loaded.obs_stats_from_expert
     loaded.set_expert(shared_expert("ppo/BipedalWalker-v3_1"))
     loaded.learn(16, reset_num_timesteps=False)
     assert loaded.imitation_iterations == 2
+
+
+def test_learner_observation_statistics_start_from_the_experts_once() -> None:
+    """Under the learner's VecNormalize, a fresh learner starts from the expert's frozen observation statistics (a
+    zoo PPO expert's), keeps updating them, and does not copy them again on a later learn(); off: its own."""
+    expert = load_expert(shared_expert("ppo/BipedalWalker-v3_1"))
+    assert expert.normalization is not None and expert.normalization.obs_rms is not None
+    expert_rms = expert.normalization.obs_rms
+
+    def model(**kwargs: Any) -> AggreVaTeD:
+        env = VecNormalize(make_vec_env("BipedalWalker-v3", n_envs=2, seed=0), norm_reward=False)
+        return AggreVaTeD("MlpPolicy", env, expert=expert, seed=0, **SMALL, **kwargs)
+
+    learner = model()
+    learner.learn(16)
+    norm = learner.get_vec_normalize_env()
+    assert norm is not None and learner.obs_stats_from_expert
+    assert norm.obs_rms is not expert_rms and norm.obs_rms.count == pytest.approx(expert_rms.count + 16 + 2)
+    np.testing.assert_allclose(norm.obs_rms.mean, expert_rms.mean, atol=1e-3)
+    # what the learner saw last is its raw observation on the expert's scale
+    np.testing.assert_allclose(learner._last_obs, expert.normalize_obs(norm.get_original_obs()), atol=1e-3)
+    learner.learn(16)  # reset_num_timesteps=True, but not a fresh learner: its statistics go on
+    assert norm.obs_rms.count == pytest.approx(expert_rms.count + 32 + 4)
+
+    own = model(expert_obs_stats=False)
+    own.learn(16)
+    own_norm = own.get_vec_normalize_env()
+    assert own_norm is not None and not own.obs_stats_from_expert and own_norm.obs_rms.count < 100
+
+    with pytest.raises(ValueError, match="expert_obs_stats"):
+        model(expert_obs_stats="yes")
 
 
 def _trajectory(seed: int) -> tuple[np.ndarray, np.ndarray]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import math
 import os
@@ -16,6 +17,7 @@ from stable_baselines3 import PPO
 from stable_baselines3.common.buffers import RolloutBuffer
 from stable_baselines3.common.callbacks import BaseCallback
 from stable_baselines3.common.policies import ActorCriticPolicy, BasePolicy
+from stable_baselines3.common.running_mean_std import RunningMeanStd
 from stable_baselines3.common.type_aliases import GymEnv, MaybeCallback, Schedule
 from stable_baselines3.common.utils import explained_variance, obs_as_tensor
 from stable_baselines3.common.vec_env import VecEnv
@@ -131,6 +133,12 @@ class AggreVaTeD(PPO):
     :param bound_coef: weight of the quadratic penalty on the Gaussian mean outside the action bounds
         (in the [-1, 1]-normalised action space); keeps the K samples from all clipping to one action
     :param min_std: floor on the Gaussian standard deviation, as a fraction of the half action range
+    :param expert_obs_stats: when the learner's env is a ``VecNormalize`` that normalises observations and the expert
+        brought its own frozen observation statistics for the same observations (e.g. a zoo PPO expert), the learner's
+        running statistics start from a copy of the expert's (mean, variance and count) at the start of training,
+        instead of from its first few observations. They keep updating, weighted by that count. The learner then
+        reads its inputs on the expert's scale from the first iteration on, and they barely drift while the
+        aggregated states are re-used (False: the learner's statistics start from scratch, as before 0.1.0)
     :param rl_switch: None: imitate forever; an int N: switch to plain PPO after N imitation iterations;
         a pair [low, high]: switch after a number of iterations drawn uniformly in it (LOKI)
     :param expert_gae_lambda: lambda of the ``td`` value-only estimator, ``A*_t = sum_k (gamma lambda)^k delta*_{t+k}``
@@ -189,6 +197,7 @@ class AggreVaTeD(PPO):
         per_state_normalization: bool | None = None,
         bound_coef: float = 1.0,
         min_std: float = 0.1,
+        expert_obs_stats: bool = True,
         rl_switch: int | list[int] | tuple[int, int] | None = None,
         expert_gae_lambda: float = 0.0,
         value_estimator: str = "expert_policy",
@@ -250,6 +259,9 @@ class AggreVaTeD(PPO):
         self.per_state_normalization = per_state_normalization
         self.bound_coef = bound_coef
         self.min_std = min_std
+        self.expert_obs_stats = expert_obs_stats
+        # set once the learner's statistics have been started from the expert's (saved with the model: only once)
+        self.obs_stats_from_expert = False
         self.rl_switch = rl_switch
         self.expert_gae_lambda = expert_gae_lambda
         self.value_estimator = value_estimator
@@ -311,6 +323,8 @@ class AggreVaTeD(PPO):
             raise bad("bound_coef", "a number >= 0")
         if self.min_std < 0:
             raise bad("min_std", "a number >= 0")
+        if self.expert_obs_stats not in (True, False):
+            raise bad("expert_obs_stats", "True or False")
         if not 0.0 <= float(self.expert_gae_lambda) <= 1.0:
             raise bad("expert_gae_lambda", "a number in [0, 1]")
         if self.value_estimator not in VALUE_ESTIMATORS:
@@ -721,6 +735,29 @@ class AggreVaTeD(PPO):
         self.logger.record("train/clip_range", clip_range)
 
     # ------------------------------------------------------------------ learn
+    def _setup_learn(self, *args: Any, **kwargs: Any) -> Any:
+        fresh = self.num_timesteps == 0  # before SB3 resets the counter: a loaded, trained model is not fresh
+        result = super()._setup_learn(*args, **kwargs)
+        if fresh and self.expert_obs_stats and not self.obs_stats_from_expert:
+            self._start_from_expert_obs_stats()
+        return result
+
+    def _start_from_expert_obs_stats(self) -> None:
+        """Copy the expert's observation statistics into the learner's ``VecNormalize`` (see ``expert_obs_stats``)."""
+        normalizer, expert = observation_normalizer(self.env), self._expert
+        stats = getattr(expert.normalization, "obs_rms", None) if expert is not None else None
+        own = normalizer.obs_rms if normalizer is not None else None
+        if expert is None or self._expert_reads_state or not isinstance(stats, RunningMeanStd):
+            return
+        if not isinstance(own, RunningMeanStd) or np.shape(stats.mean) != np.shape(own.mean):
+            return  # Dict observations, or the expert observes something else
+        raw = normalizer.get_original_obs()
+        normalizer.obs_rms = copy.deepcopy(stats)
+        self._last_obs = normalizer.normalize_obs(raw)  # type: ignore[assignment]
+        self.obs_stats_from_expert = True
+        if self.verbose >= 1:
+            print(f"The learner's observation statistics start from the expert's ({expert.source})")
+
     def learn(
         self: SelfAggreVaTeD,
         total_timesteps: int,
