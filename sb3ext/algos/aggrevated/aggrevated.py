@@ -138,7 +138,7 @@ class AggreVaTeD(PPO):
         running statistics start from a copy of the expert's (mean, variance and count) at the start of training,
         instead of from its first few observations. They keep updating, weighted by that count. The learner then
         reads its inputs on the expert's scale from the first iteration on, and they barely drift while the
-        aggregated states are re-used (False: the learner's statistics start from scratch, as before 0.1.0)
+        aggregated states are re-used (False: the learner's statistics start from its own first observations)
     :param rl_switch: None: imitate forever; an int N: switch to plain PPO after N imitation iterations;
         a pair [low, high]: switch after a number of iterations drawn uniformly in it (LOKI)
     :param expert_gae_lambda: lambda of the ``td`` value-only estimator, ``A*_t = sum_k (gamma lambda)^k delta*_{t+k}``
