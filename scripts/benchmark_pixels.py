@@ -11,6 +11,9 @@ Per task and seed:
 * **AggreVaTeD**: ``python -m rl_zoo3.train --algo aggrevated --env <pixel env> --seed <seed>``, everything from
   ``hyperparams/aggrevated.yml`` (the shipped state expert is the entry's default), its ``n_timesteps`` env steps,
   a checkpoint every ``--save-freq`` env steps;
+* **DAgger** (tasks with ``Box`` actions): the same command with ``--hyperparams clone_expert:True``: AggreVaTeD's
+  roll-ins, aggregation, network and budget, but the update clones the state expert's actions instead of following
+  its critic (DAgger at matched settings; imitation's DAgger cannot run sb3ext's pixel envs in its own venv);
 * **PPO**: stock PPO from frames with sb3ext's ``hyperparams/ppo.yml`` entry (Atari-style settings), ``--ppo-budget``
   env steps (0: skip).
 
@@ -43,8 +46,18 @@ sys.path.insert(0, str(ROOT / "scripts"))
 from zoo_bench import decorate_curve_axes, evaluate_checkpoints, references, save_figure, zoo_train  # noqa: E402
 
 DOCS = ROOT / "docs" / "benchmarks"
-METHODS = ("aggrevated", "ppo")
-LABELS = {"aggrevated": "AggreVaTeD (frames, state expert)", "ppo": "PPO from frames"}
+METHODS = ("aggrevated", "dagger", "ppo")
+LABELS = {
+    "aggrevated": "AggreVaTeD (frames, state expert)",
+    "dagger": "DAgger (same settings, cloning the state expert)",
+    "ppo": "PPO from frames",
+}
+#: the zoo algorithm and extra hyperparameters each method runs with
+ZOO_RUNS: dict[str, tuple[str, list[str]]] = {
+    "aggrevated": ("aggrevated", []),
+    "dagger": ("aggrevated", ["clone_expert:True"]),
+    "ppo": ("ppo", []),
+}
 #: the budget of the stock-PPO runs on the pixel envs in docs/benchmarks/envs.md
 PPO_REFERENCE_BUDGET = 200_000
 
@@ -58,6 +71,16 @@ class PixelTask:
 
     def entry(self, algo: str) -> dict[str, Any]:
         return dict(yaml.safe_load((ROOT / "hyperparams" / f"{algo}.yml").read_text())[self.env])
+
+    @property
+    def box_actions(self) -> bool:
+        import gymnasium as gym
+
+        import sb3ext.envs  # noqa: F401  (registers the env ids)
+
+        env = gym.make(self.env)
+        env.close()
+        return isinstance(env.action_space, gym.spaces.Box)
 
     @property
     def expert(self) -> str:
@@ -114,12 +137,13 @@ def evaluate_final(algo: str, env_id: str, work: Path, episodes: int, seed: int,
 
 def run(args: argparse.Namespace, method: str, task: PixelTask, seed: int) -> dict[str, Any]:
     work = args.work_dir / task.name / f"{method}_seed{seed}"
-    entry = task.entry(method)
-    budget = int(float(entry["n_timesteps"])) if method == "aggrevated" else args.ppo_budget
-    trained = zoo_train(method, task.env, seed, work, budget, args.save_freq, int(entry["n_envs"]))
+    algo, extra = ZOO_RUNS[method]
+    entry = task.entry(algo)
+    budget = int(float(entry["n_timesteps"])) if algo == "aggrevated" else args.ppo_budget
+    trained = zoo_train(algo, task.env, seed, work, budget, args.save_freq, int(entry["n_envs"]), extra)
     frame_stack = int(entry.get("frame_stack", 0))
-    steps, returns = evaluate_checkpoints(method, task.env, work, args.eval_episodes, args.eval_seed, frame_stack)
-    final_steps, final_return = evaluate_final(method, task.env, work, args.eval_episodes, args.eval_seed, frame_stack)
+    steps, returns = evaluate_checkpoints(algo, task.env, work, args.eval_episodes, args.eval_seed, frame_stack)
+    final_steps, final_return = evaluate_final(algo, task.env, work, args.eval_episodes, args.eval_seed, frame_stack)
     walls = wall_curve(work, steps, trained["wall_s"])
     if final_steps > steps[-1]:
         steps, returns, walls = [*steps, final_steps], [*returns, final_return], [*walls, trained["wall_s"]]
@@ -195,7 +219,7 @@ def plot(task: PixelTask, results: list[dict[str, Any]], refs: dict[str, float],
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(7, 4.2))
-    colors = {"aggrevated": "tab:blue", "ppo": "tab:orange"}
+    colors = {"aggrevated": "tab:blue", "dagger": "tab:green", "ppo": "tab:orange"}
     for method in METHODS:
         for i, result in enumerate(r for r in results if r["method"] == method):
             label = LABELS[method] if i == 0 else None
@@ -219,7 +243,9 @@ def write_page(args: argparse.Namespace, rows: list[dict[str, Any]], refs: dict[
         "",
         "The learner sees 84x84 grayscale frames (4 stacked, `CnnPolicy`); its expert is the shipped state expert, which",
         'reads the env\'s `info["state"]`. AggreVaTeD runs through `python -m rl_zoo3.train --algo aggrevated --env <id>`',
-        "with every setting from `hyperparams/aggrevated.yml`; PPO from frames with sb3ext's `hyperparams/ppo.yml`.",
+        "with every setting from `hyperparams/aggrevated.yml`; DAgger (Box tasks) is the same command with",
+        "`--hyperparams clone_expert:True` (the update clones the state expert's actions instead of following its",
+        "critic); PPO from frames with sb3ext's `hyperparams/ppo.yml`.",
         f"Every checkpoint ({args.save_freq:,} env steps apart) is evaluated on the same {args.eval_episodes} deterministic",
         f"episodes (seeds {args.eval_seed:,}...). Threshold: 90% of the way from random to the expert. Wall-clock: one",
         "core per run (`--num-threads 1`), from the checkpoints' file times.",
@@ -289,8 +315,11 @@ def main() -> None:
     }
     for task in tasks:
         observation_picture(task, DOCS / f"pixels_observation_{task.name}.png")
-    seeds = {"aggrevated": args.seeds, "ppo": args.ppo_seeds if args.ppo_seeds is not None else args.seeds}
-    jobs = [(m, t, s) for m in args.methods for t in tasks for s in seeds[m]]
+    seeds = {m: args.seeds for m in METHODS}
+    if args.ppo_seeds is not None:
+        seeds["ppo"] = args.ppo_seeds
+    # cloning regresses the Gaussian mean on the expert's actions: Box tasks only
+    jobs = [(m, t, s) for m in args.methods for t in tasks for s in seeds[m] if m != "dagger" or t.box_actions]
     with ThreadPoolExecutor(max_workers=args.jobs) as pool:
         results = list(pool.map(lambda job: run(args, *job), jobs))
     rows = []

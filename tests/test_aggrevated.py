@@ -280,6 +280,38 @@ def test_low_signal_fallback_clones_the_expert_from_the_first_low_signal_iterati
     assert follow.low_signal_iteration is None and follow.logger.name_to_value["train/low_signal_imitation"] == 0.0
 
 
+class _ContraryExpert(QuadraticExpert):
+    """Its critic prefers +1.5, it acts -1.0: cloning and following the critic pull the learner apart."""
+
+    def act(self, expert_obs: np.ndarray) -> np.ndarray:
+        return np.full((len(expert_obs), 1), -1.0, dtype=np.float32)
+
+
+def test_clone_expert_copies_the_experts_actions_instead_of_following_its_critic() -> None:
+    means = {}
+    for clone in (True, False):
+        env = make_vec_env("Pendulum-v1", n_envs=2, seed=0)
+        expert = _ContraryExpert(env.observation_space, env.action_space, np.array([1.5], dtype=np.float32))
+        settings = {**SMALL, "n_epochs": 10, "learning_rate": 1e-2}
+        model = AggreVaTeD("MlpPolicy", env, expert=expert, seed=0, beta_init=0.0, clone_expert=clone, **settings)
+        model.learn(16 * 10)
+        obs = th.as_tensor(model._aggregation.get()[0])  # the states it was trained on
+        means[clone] = model.policy.get_distribution(obs).distribution.mean.mean().item()
+        assert model.logger.name_to_value["train/expert_bc_fraction"] == (1.0 if clone else 0.0)
+        assert model.low_signal_iteration is None  # cloning was asked for, not forced by the critic
+    assert abs(means[True] - (-1.0)) < 0.2 and means[False] > 0.2, means  # the critic pulls toward +1.5
+
+
+def test_clone_expert_needs_box_actions_and_expert_actions() -> None:
+    with pytest.raises(ValueError, match=r"invalid clone_expert=True.*Discrete"):
+        AggreVaTeD("MlpPolicy", make_vec_env("CartPole-v1", n_envs=1), clone_expert=True, **SMALL)
+    env = make_vec_env("BipedalWalker-v3", n_envs=1, seed=0)
+    for estimator in ("td", "learned_q"):
+        with pytest.raises(ValueError, match=rf"invalid clone_expert=True.*'{estimator}'"):
+            AggreVaTeD("MlpPolicy", env, expert=shared_expert("ppo/BipedalWalker-v3_1"), value_estimator=estimator,
+                       clone_expert=True, **SMALL)  # fmt: skip
+
+
 def test_buffer_log_probs_always_come_from_the_learner() -> None:
     model = pendulum_model(beta_init=1.0, beta_decay=1.0)
     model.learn(16)  # fills the buffer with expert actions, then trains
@@ -447,6 +479,7 @@ def test_unknown_hyperparameter_names_it_and_suggests() -> None:
         ("aggregation_reservoir", 2.5),
         ("rollin_deterministic", 1.5),
         ("expert_bc_coef", -1.0),
+        ("clone_expert", "yes"),
         ("rl_switch", [5, 2]),
         ("rl_switch", -1),
         ("min_std", -1.0),

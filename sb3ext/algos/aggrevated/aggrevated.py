@@ -128,6 +128,9 @@ class AggreVaTeD(PPO):
         aggregated states for the rest of the imitation phase (DAgger) instead of following the critic, which
         a learner can otherwise exploit on the states it visits itself. When it happened is saved with the model
         (``low_signal_iteration``)
+    :param clone_expert: clone the expert's actions on the aggregated states from the first iteration on, instead
+        of following its critic: DAgger with AggreVaTeD's roll-ins, aggregation and network, a baseline at matched
+        settings (``Box`` actions; a Q* expert, or a value-only one with ``value_estimator`` ``expert_policy``)
     :param per_state_normalization: divide each state's advantages by that state's largest |A|
         (None: on for discrete actions, off for continuous ones)
     :param bound_coef: weight of the quadratic penalty on the Gaussian mean outside the action bounds
@@ -194,6 +197,7 @@ class AggreVaTeD(PPO):
         noise_floor: bool = False,
         expert_cap: bool = False,
         low_signal_fallback: bool = False,
+        clone_expert: bool = False,
         per_state_normalization: bool | None = None,
         bound_coef: float = 1.0,
         min_std: float = 0.1,
@@ -256,6 +260,7 @@ class AggreVaTeD(PPO):
         self.noise_floor = noise_floor
         self.expert_cap = expert_cap
         self.low_signal_fallback = low_signal_fallback
+        self.clone_expert = clone_expert
         self.per_state_normalization = per_state_normalization
         self.bound_coef = bound_coef
         self.min_std = min_std
@@ -317,6 +322,11 @@ class AggreVaTeD(PPO):
             raise bad("expert_cap", "True or False")
         if self.low_signal_fallback not in (True, False):
             raise bad("low_signal_fallback", "True or False")
+        if self.clone_expert not in (True, False):
+            raise bad("clone_expert", "True or False")
+        if self.clone_expert and not isinstance(self.action_space, spaces.Box):
+            kind = type(self.action_space).__name__
+            raise bad("clone_expert", f"False on a {kind} action space (cloning needs Box actions)")
         if self.per_state_normalization not in (None, True, False):
             raise bad("per_state_normalization", "None, True or False")
         if self.bound_coef < 0:
@@ -395,6 +405,12 @@ class AggreVaTeD(PPO):
                 "seed": self.seed,
             },
         )
+        if self.clone_expert and isinstance(self._estimator, (ValueOnlyEstimator, LearnedQEstimator)):
+            raise invalid(
+                "AggreVaTeD", "clone_expert", True,
+                f"False with value_estimator {self.value_estimator!r} (it does not query the expert's actions at the "
+                "aggregated states); a value-only expert clones with 'expert_policy'",
+            )  # fmt: skip
         self._aggregation = StateAggregationBuffer(
             self.aggregation_window,
             self.n_steps * self.n_envs,
@@ -663,7 +679,8 @@ class AggreVaTeD(PPO):
                       "expert_bc_fraction")
         }  # fmt: skip
         self._check_critic_signal(stats)
-        imitate = self.low_signal_iteration is not None  # the critic says too little: clone the expert (DAgger)
+        # clone the expert (DAgger): asked for, or the critic says too little
+        imitate = bool(self.clone_expert) or self.low_signal_iteration is not None
         bc_coef = max(float(self.expert_bc_coef), 1.0) if imitate else float(self.expert_bc_coef)
         bc_margin = -math.inf if imitate else (float(self.expert_bc_margin) if bc_coef > 0 else None)
         policy_coef = 0.0 if imitate else 1.0
