@@ -219,7 +219,7 @@ def plot(task: PixelTask, results: list[dict[str, Any]], refs: dict[str, float],
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(7, 4.2))
-    colors = {"aggrevated": "tab:blue", "dagger": "tab:green", "ppo": "tab:orange"}
+    colors = {"aggrevated": "tab:blue", "dagger": "tab:purple", "ppo": "tab:orange"}
     for method in METHODS:
         for i, result in enumerate(r for r in results if r["method"] == method):
             label = LABELS[method] if i == 0 else None
