@@ -318,8 +318,9 @@ def main() -> None:
     seeds = {m: args.seeds for m in METHODS}
     if args.ppo_seeds is not None:
         seeds["ppo"] = args.ppo_seeds
-    # cloning regresses the Gaussian mean on the expert's actions: Box tasks only
-    jobs = [(m, t, s) for m in args.methods for t in tasks for s in seeds[m] if m != "dagger" or t.box_actions]
+    # cloning regresses the Gaussian mean on the expert's actions: Box tasks only (each env made once to see)
+    box = {t.name: t.box_actions for t in tasks} if "dagger" in args.methods else {}
+    jobs = [(m, t, s) for m in args.methods for t in tasks for s in seeds[m] if m != "dagger" or box[t.name]]
     with ThreadPoolExecutor(max_workers=args.jobs) as pool:
         results = list(pool.map(lambda job: run(args, *job), jobs))
     rows = []
