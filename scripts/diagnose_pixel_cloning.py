@@ -77,27 +77,17 @@ def collect(env_id: str, expert: object, n_frames: int, noise: float, seed: int)
     return np.concatenate(frames)[:n_frames], np.concatenate(labels)[:n_frames]
 
 
-def closed_loop(env_id: str, act: object, episodes: int) -> np.ndarray:
-    """Returns of ``act`` (stacked frames -> actions) on ``episodes`` deterministic evaluation episodes."""
-    env = pixel_env(env_id, episodes, EVAL_SEED)
-    obs = env.reset()
-    returns, done = np.zeros(episodes), np.zeros(episodes, dtype=bool)
-    while not done.all():
-        obs, rewards, dones, _ = env.step(act(obs))  # type: ignore[operator]
-        returns += rewards * ~done
-        done |= dones
-    env.close()
-    return returns
-
-
-def expert_returns(env_id: str, expert: object, episodes: int) -> np.ndarray:
+def closed_loop(env_id: str, episodes: int, act: object = None, expert: object = None) -> np.ndarray:
+    """Returns on ``episodes`` deterministic evaluation episodes of ``act`` (stacked frames -> actions) or, given
+    ``expert``, of the state expert reading ``info["state"]``."""
     env = pixel_env(env_id, episodes, EVAL_SEED)
     tracker = StateTracker(env)
-    env.reset()
+    obs = env.reset()
     tracker.reset()
     returns, done = np.zeros(episodes), np.zeros(episodes, dtype=bool)
     while not done.all():
-        _, rewards, dones, infos = env.step(expert.act(tracker.current()))  # type: ignore[attr-defined]
+        action = expert.act(tracker.current()) if expert is not None else act(obs)  # type: ignore[attr-defined,operator]
+        obs, rewards, dones, infos = env.step(action)
         tracker.step(dones, infos)
         returns += rewards * ~done
         done |= dones
@@ -148,7 +138,7 @@ def clone(args: argparse.Namespace, expert: object, seed: int) -> list[tuple[int
         relative = error / y[held].float().var(dim=0).mean().item() if box else error
         line = f"  seed {seed} epoch {epoch}: held-out {'relative squared error' if box else 'cross-entropy'} {relative:.3f}"
         if epoch in args.epochs:
-            returns = closed_loop(args.env, act, args.eval_episodes)
+            returns = closed_loop(args.env, args.eval_episodes, act=act)
             results.append((epoch, relative, returns))
             line += f", closed loop {returns.mean():.1f} ± {returns.std():.1f}"
         print(line, f"({time.perf_counter() - start:.0f} s)", flush=True)
@@ -180,7 +170,7 @@ def main() -> None:
         parser.error(f"--epochs must be >= 1, got {args.epochs}")
     th.set_num_threads(1)
     expert = load_expert(args.expert)
-    reference = expert_returns(args.env, expert, args.eval_episodes)
+    reference = closed_loop(args.env, args.eval_episodes, expert=expert)
     print(f"{args.env}: expert {args.expert} {reference.mean():.1f} ± {reference.std():.1f}", flush=True)
     rows = [(seed, *result) for seed in args.seeds for result in clone(args, expert, seed)]
 
