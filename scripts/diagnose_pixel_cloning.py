@@ -39,6 +39,7 @@ from stable_baselines3.common.vec_env import VecEnv, VecFrameStack, VecTranspose
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 import sb3ext.envs  # noqa: E402,F401  (registers the sb3ext/ ids)
+from sb3ext.callbacks.evaluation import episode_returns  # noqa: E402
 from sb3ext.common.expert_state import StateTracker  # noqa: E402
 from sb3ext.experts import load_expert  # noqa: E402
 
@@ -77,24 +78,6 @@ def collect(env_id: str, expert: object, n_frames: int, noise: float, seed: int)
     return np.concatenate(frames)[:n_frames], np.concatenate(labels)[:n_frames]
 
 
-def closed_loop(env_id: str, episodes: int, act: object = None, expert: object = None) -> np.ndarray:
-    """Returns on ``episodes`` deterministic evaluation episodes of ``act`` (stacked frames -> actions) or, given
-    ``expert``, of the state expert reading ``info["state"]``."""
-    env = pixel_env(env_id, episodes, EVAL_SEED)
-    tracker = StateTracker(env)
-    obs = env.reset()
-    tracker.reset()
-    returns, done = np.zeros(episodes), np.zeros(episodes, dtype=bool)
-    while not done.all():
-        action = expert.act(tracker.current()) if expert is not None else act(obs)  # type: ignore[attr-defined,operator]
-        obs, rewards, dones, infos = env.step(action)
-        tracker.step(dones, infos)
-        returns += rewards * ~done
-        done |= dones
-    env.close()
-    return returns
-
-
 def clone(args: argparse.Namespace, expert: object, seed: int) -> list[tuple[int, float, np.ndarray]]:
     """(epoch, held-out relative error, closed-loop returns) after each epoch in ``args.epochs``."""
     th.manual_seed(seed)
@@ -119,10 +102,6 @@ def clone(args: argparse.Namespace, expert: object, seed: int) -> list[tuple[int
         out = outputs(batch)
         return F.mse_loss(out, target) if box else F.cross_entropy(out, target[:, 0])
 
-    def act(obs: np.ndarray) -> np.ndarray:
-        with th.no_grad():
-            return policy.predict(obs, deterministic=True)[0]
-
     results = []
     for epoch in range(1, max(args.epochs) + 1):
         policy.set_training_mode(True)
@@ -138,7 +117,7 @@ def clone(args: argparse.Namespace, expert: object, seed: int) -> list[tuple[int
         relative = error / y[held].float().var(dim=0).mean().item() if box else error
         line = f"  seed {seed} epoch {epoch}: held-out {'relative squared error' if box else 'cross-entropy'} {relative:.3f}"
         if epoch in args.epochs:
-            returns = closed_loop(args.env, args.eval_episodes, act=act)
+            returns = episode_returns(args.env, policy, args.eval_episodes, EVAL_SEED, frame_stack=4)[0]
             results.append((epoch, relative, returns))
             line += f", closed loop {returns.mean():.1f} ± {returns.std():.1f}"
         print(line, f"({time.perf_counter() - start:.0f} s)", flush=True)
@@ -170,7 +149,7 @@ def main() -> None:
         parser.error(f"--epochs must be >= 1, got {args.epochs}")
     th.set_num_threads(1)
     expert = load_expert(args.expert)
-    reference = closed_loop(args.env, args.eval_episodes, expert=expert)
+    reference = episode_returns(args.env, expert, args.eval_episodes, EVAL_SEED, observe_state=True)[0]
     print(f"{args.env}: expert {args.expert} {reference.mean():.1f} ± {reference.std():.1f}", flush=True)
     rows = [(seed, *result) for seed in args.seeds for result in clone(args, expert, seed)]
 
