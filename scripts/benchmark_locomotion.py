@@ -69,8 +69,14 @@ class Task:
 
     @property
     def imitation_env(self) -> str:
-        """The id imitation's gymnasium 0.29 knows: the ``-v4`` twin of a ``-v5`` env, else the env itself."""
-        return self.env.rsplit("-", 1)[0] + "-v4" if self.env.endswith("-v5") else self.env
+        """The id imitation's gymnasium 0.29 knows: the ``-v4`` twin of a ``-v5`` env, ``-v2`` of the lunar
+        landers' ``-v3`` (the same dynamics without wind: v3 re-seeds the wind, fixes a leak of state between
+        episodes and widens the observation bounds), else the env itself."""
+        if self.env.endswith("-v5"):
+            return self.env.rsplit("-", 1)[0] + "-v4"
+        if self.env.startswith("LunarLander") and self.env.endswith("-v3"):
+            return self.env.rsplit("-", 1)[0] + "-v2"
+        return self.env
 
 
 TASKS = {
@@ -124,14 +130,26 @@ def run_zoo(args: argparse.Namespace, method: str, task: Task, seed: int) -> dic
     return {"method": method, "task": task.name, "seed": seed, "steps": steps, "returns": returns, "wall_s": trained["wall_s"]}
 
 
-def run_imitation(args: argparse.Namespace, python: Path, method: str, task: Task, seed: int) -> dict[str, Any]:
+def run_imitation(
+    args: argparse.Namespace,
+    python: Path,
+    method: str,
+    task: Task,
+    seed: int,
+    net_arch: tuple[int, ...] = (256, 256),
+    normalize_obs: bool = True,
+) -> dict[str, Any]:
     """imitation's DAgger or BC on the -v4 twin (its gymnasium has no -v5), same expert, net and episode seeds; an
-    expert trained with VecNormalize acts on observations normalised with its frozen statistics."""
+    expert trained with VecNormalize acts on observations normalised with its frozen statistics.
+
+    :param net_arch: the learner's hidden layers (AggreVaTeD's YAML network on the task)
+    :param normalize_obs: running observation normalisation of the learner (AggreVaTeD's YAML ``normalize``)
+    """
     from benchmark_imitation import Task as ImitationTask
     from benchmark_imitation import expert_statistics, run
 
     imitation_task = ImitationTask(
-        task.imitation_env, task.expert, task.expert_algo, args.budget, args.save_freq, args.eval_episodes, (256, 256)
+        task.imitation_env, task.expert, task.expert_algo, args.budget, args.save_freq, args.eval_episodes, net_arch
     )
     work = args.work_dir / f"imitation-{task.name}"
     work.mkdir(parents=True, exist_ok=True)
@@ -145,7 +163,7 @@ def run_imitation(args: argparse.Namespace, python: Path, method: str, task: Tas
         work,
         eval_seed=args.eval_seed,
         bc_epochs=args.bc_epochs,
-        normalize_obs=True,  # as AggreVaTeD's learner (the YAML's `normalize`)
+        normalize_obs=normalize_obs,
     )
     wall = result["wall_s"]
     return {"method": method, "task": task.name, "seed": seed, "steps": result["timesteps"], "returns": result["returns"],

@@ -3,9 +3,10 @@
 imitation 1.0.1 pins SB3 2.2 and gymnasium 0.29, so it cannot share sb3ext's environment: this file imports
 nothing from sb3ext and is started by ``scripts/benchmark_imitation.py`` with that venv's interpreter.
 
-The expert is loaded with SB3's own ``load`` (the shared, known zoo checkpoints; custom objects replace the
-gym-era spaces and schedules). Its frozen VecNormalize statistics come from an ``.npz`` that the driver
-exported with sb3ext's safe loader; the expert acts on observations normalised with them, as in training.
+The expert is loaded with SB3's own ``load`` (the shared, known zoo checkpoints and sb3ext's shipped ones; custom
+objects replace the gym-era spaces and schedules, and the numpy-2 training state of newer checkpoints). Its frozen
+VecNormalize statistics come from an ``.npz`` that the driver exported with sb3ext's safe loader; the expert acts
+on observations normalised with them, as in training.
 
 Protocol (the same as sb3ext's zoo benchmarks): every ``--eval-every`` env steps, the learner's mean return
 over ``--eval-episodes`` deterministic episodes of seeded evaluation envs. Env steps are counted at the
@@ -82,6 +83,9 @@ def load_expert(path: Path, algo: str, env: gym.Env, stats_path: Path | None) ->
         "lr_schedule": schedule,
         "clip_range": schedule,
         "exploration_schedule": schedule,
+        # training state that a checkpoint saved under numpy 2 pickles with numpy 2's module names (numpy 1 of this
+        # venv cannot read them; acting needs none of it): sb3ext's shipped experts
+        **dict.fromkeys(("_last_obs", "_last_episode_starts", "_last_original_obs", "ep_info_buffer", "ep_success_buffer")),
     }
     kwargs = {"buffer_size": 1} if algo in ("sac", "td3", "dqn", "tqc") else {}
     model = ALGOS[algo].load(path, custom_objects=custom, device="cpu", **kwargs)

@@ -5,6 +5,9 @@
 * ``tqc`` on ``MountainCarContinuous-v0``: the zoo's own ``tqc.yml`` entry, unchanged (50k steps, gamma 0.9999,
   gSDE). An *imperfect* expert on purpose: it is lazy (some episodes never reach the flag) and its critic is
   almost flat across actions; AggreVaTeD's tests and the beyond-the-expert benchmark use it.
+* ``sac`` on ``Pendulum-v1``, run 2 (``--index 2``): the same recipe stopped after 2,800 steps, mid-way through
+  learning to swing up: an *imperfect* expert (about -400 against the finished expert's -150) whose critic already
+  ranks actions better than its policy acts; the beyond-the-expert benchmark starts from it.
 * ``ppo`` on ``sb3ext/CartPole-v0``: sb3ext's ``hyperparams/ppo.yml`` (the zoo's tuned CartPole-v1 settings), 100k
   steps: the state expert of the pixel cart-pole (``sb3ext/CartPolePixels-v1`` gives it the state in
   ``info["state"]``); about 2 minutes.
@@ -15,6 +18,7 @@ beside it (``evaluation.yml``). Pendulum takes about 3 minutes on 2 cores, the p
 mountain car about 30 (one core).
 
     python scripts/train_embedded_expert.py [--env Pendulum-v1] [--timesteps 20000] [--seed 0]
+    python scripts/train_embedded_expert.py --env Pendulum-v1 --index 2
     python scripts/train_embedded_expert.py --env sb3ext/BallPlateContinuous-v0
     python scripts/train_embedded_expert.py --algo tqc --env MountainCarContinuous-v0
     python scripts/train_embedded_expert.py --algo ppo --env sb3ext/CartPole-v0
@@ -30,45 +34,47 @@ import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-#: (algo, env id) -> (default training steps, extra zoo --hyperparams)
+#: (algo, env id, run index) -> (default training steps, extra zoo --hyperparams)
 SMALL_NET = ("policy_kwargs:dict(net_arch=[64, 64])",)  # the network of the zoo's Pendulum expert: a ~0.3 MB zip
-EXPERTS: dict[tuple[str, str], tuple[int, tuple[str, ...]]] = {
-    ("sac", "Pendulum-v1"): (20_000, SMALL_NET),
-    ("sac", "sb3ext/BallPlateContinuous-v0"): (50_000, SMALL_NET),
-    ("tqc", "MountainCarContinuous-v0"): (50_000, ()),  # the zoo's tqc.yml as it is (its net is 64-64)
-    ("ppo", "sb3ext/CartPole-v0"): (100_000, ()),  # hyperparams/ppo.yml: the zoo's tuned CartPole-v1 settings
+EXPERTS: dict[tuple[str, str, int], tuple[int, tuple[str, ...]]] = {
+    ("sac", "Pendulum-v1", 1): (20_000, SMALL_NET),
+    ("sac", "Pendulum-v1", 2): (2_800, SMALL_NET),  # imperfect on purpose: stopped while learning to swing up
+    ("sac", "sb3ext/BallPlateContinuous-v0", 1): (50_000, SMALL_NET),
+    ("tqc", "MountainCarContinuous-v0", 1): (50_000, ()),  # the zoo's tqc.yml as it is (its net is 64-64)
+    ("ppo", "sb3ext/CartPole-v0", 1): (100_000, ()),  # hyperparams/ppo.yml: the zoo's tuned CartPole-v1 settings
 }
 
 
-def target(env_id: str, algo: str = "sac") -> Path:
-    """The shipped expert's folder, named as the zoo names runs (``sb3ext/X-v0`` -> ``sb3ext-X-v0``)."""
+def target(env_id: str, algo: str = "sac", index: int = 1) -> Path:
+    """The shipped expert's folder, named as the zoo names runs (``sb3ext/X-v0`` -> ``sb3ext-X-v0_<index>``)."""
     from sb3ext.experts.references import SHIPPED_ROOT
 
-    return SHIPPED_ROOT / algo / f"{env_id.replace('/', '-')}_1"
+    return SHIPPED_ROOT / algo / f"{env_id.replace('/', '-')}_{index}"
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--algo", default="sac", choices=sorted({algo for algo, _ in EXPERTS}))
-    parser.add_argument("--env", default="Pendulum-v1", choices=sorted({env for _, env in EXPERTS}))
+    parser.add_argument("--algo", default="sac", choices=sorted({algo for algo, _, _ in EXPERTS}))
+    parser.add_argument("--env", default="Pendulum-v1", choices=sorted({env for _, env, _ in EXPERTS}))
+    parser.add_argument("--index", type=int, default=1, help="the run's index: the folder <algo>/<env>_<index>")
     parser.add_argument("--timesteps", type=int, default=None, help="training steps (default: per expert)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--eval-episodes", type=int, default=20)
     parser.add_argument("--evaluate-only", action="store_true", help="only re-evaluate the shipped expert")
     args = parser.parse_args()
-    if (args.algo, args.env) not in EXPERTS:
-        known = ", ".join(f"--algo {a} --env {e}" for a, e in EXPERTS)
-        parser.error(f"no shipped expert {args.algo} on {args.env}; known: {known}")
-    default_steps, extra = EXPERTS[(args.algo, args.env)]
+    if (args.algo, args.env, args.index) not in EXPERTS:
+        known = ", ".join(f"--algo {a} --env {e} --index {i}" for a, e, i in EXPERTS)
+        parser.error(f"no shipped expert {args.algo} on {args.env} with index {args.index}; known: {known}")
+    default_steps, extra = EXPERTS[(args.algo, args.env, args.index)]
     timesteps = default_steps if args.timesteps is None else args.timesteps
     if not args.evaluate_only:
-        train(args.algo, args.env, timesteps, args.seed, extra)
-    evaluate(args.algo, args.env, timesteps, args.seed, args.eval_episodes)
+        train(args.algo, args.env, args.index, timesteps, args.seed, extra)
+    evaluate(args.algo, args.env, args.index, timesteps, args.seed, args.eval_episodes)
 
 
-def train(algo: str, env_id: str, timesteps: int, seed: int, extra: tuple[str, ...]) -> None:
+def train(algo: str, env_id: str, index: int, timesteps: int, seed: int, extra: tuple[str, ...]) -> None:
     name = env_id.replace("/", "-")  # the zoo's file and folder names
-    folder = target(env_id, algo)
+    folder = target(env_id, algo, index)
     with tempfile.TemporaryDirectory() as tmp:
         command = [
             sys.executable, "-m", "rl_zoo3.train", "--algo", algo, "--env", env_id,
@@ -87,7 +93,7 @@ def train(algo: str, env_id: str, timesteps: int, seed: int, extra: tuple[str, .
             shutil.copyfile(run / name / file, folder / name / file)
 
 
-def evaluate(algo: str, env_id: str, timesteps: int, seed: int, eval_episodes: int) -> None:
+def evaluate(algo: str, env_id: str, index: int, timesteps: int, seed: int, eval_episodes: int) -> None:
     import gymnasium as gym
     import numpy as np
     from stable_baselines3.common.evaluation import evaluate_policy
@@ -96,7 +102,7 @@ def evaluate(algo: str, env_id: str, timesteps: int, seed: int, eval_episodes: i
     import sb3ext.envs  # noqa: F401 - registers the sb3ext ids
     from sb3ext.experts import load_expert
 
-    folder = target(env_id, algo)
+    folder = target(env_id, algo, index)
     expert = load_expert(folder)
     env = Monitor(gym.make(env_id))
     env.reset(seed=10_000)
