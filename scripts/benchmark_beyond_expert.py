@@ -121,6 +121,10 @@ def steps_to_reach(results: list[dict[str, Any]], level: float) -> list[int | No
     return out
 
 
+#: the settings the command line can override for every task it runs
+TUNABLE = ("budget", "save_freq", "rl_budget", "rl_save_freq")
+
+
 def task_args(args: argparse.Namespace, task: Task) -> argparse.Namespace:
     """``args`` with the task's own budgets, evaluation points and experts folder (a value given on the command
     line wins over the task's)."""
@@ -130,10 +134,6 @@ def task_args(args: argparse.Namespace, task: Task) -> argparse.Namespace:
     own = {key: getattr(args, key) if getattr(args, key) is not None else getattr(setting, key) for key in TUNABLE}
     experts = SHIPPED_ROOT if setting.shipped else args.experts
     return argparse.Namespace(**{**vars(args), **own, "experts": experts})
-
-
-#: the settings the command line can override for every task it runs
-TUNABLE = ("budget", "save_freq", "rl_budget", "rl_save_freq")
 
 
 def main() -> None:
