@@ -278,7 +278,11 @@ def main() -> None:
         by_folder = dict(zip(unique, pool.map(one, unique.values())))
     results = [{**by_folder[run_folder(args, *job)], "task": job[1].name} for job in jobs]
 
-    results, carried = merge_earlier(args, tasks, results)
+    results, carried = merge_earlier(args, results)
+    # the page keeps every task with runs, this command's or an earlier one's: a re-run of one task keeps the others
+    shown = {r["task"] for r in results + carried}
+    tasks = [task for task in TASKS.values() if task.name in shown]
+    refs = task_references(args, tasks)
     rows = []
     for result in results:
         r = refs[result["task"]]
@@ -314,14 +318,14 @@ def main() -> None:
 
 
 def merge_earlier(
-    args: argparse.Namespace, tasks: list[Task], results: list[dict[str, Any]]
+    args: argparse.Namespace, results: list[dict[str, Any]]
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """The runs of this invocation, plus those of the methods it did not run, read back from the pages written
-    before: their curves from ``locomotion_runs.json`` (kept and re-plotted), or else only their summary rows from
-    ``locomotion.csv`` (marked as carried: no curve to plot). A partial re-run (``--methods aggrevated``) so keeps
-    the rest of the comparison."""
+    """The runs of this invocation, plus those of the tasks and methods it did not run, read back from the pages
+    written before: their curves from ``locomotion_runs.json`` (kept and re-plotted), or else only their summary rows
+    from ``locomotion.csv`` (marked as carried: no curve to plot). A partial re-run (``--methods aggrevated``,
+    ``--tasks tqc-Hopper``) so keeps the rest of the comparison."""
     ran = {(r["task"], r["method"]) for r in results}
-    names = {task.name for task in tasks}
+    names = set(TASKS)
     curves_file, rows_file = args.out / "locomotion_runs.json", args.out / "locomotion.csv"
     earlier = json.loads(curves_file.read_text()) if curves_file.exists() else []
     kept = [r for r in earlier if r["task"] in names and (r["task"], r["method"]) not in ran]
