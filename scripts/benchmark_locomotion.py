@@ -19,8 +19,10 @@ SAC HalfCheetah, TQC HalfCheetah, TQC Hopper, SAC Swimmer. Per task and seed:
 Every checkpoint (every ``--save-freq`` env steps) is evaluated on the same ``--eval-episodes`` deterministic
 episodes (seeds 50,000, 50,001, ...) as the expert and a uniformly random policy. Threshold: random + 0.9 (expert -
 random). Reported: env steps and training wall-clock to the first checkpoint at the threshold, the fraction of
-later checkpoints that hold it, the final return. Writes ``docs/benchmarks/locomotion.md``, ``locomotion.csv`` and
-``locomotion_<task>.png``. Runs are cached under ``--work-dir``: re-running resumes.
+later checkpoints that hold it, the final return. Writes ``docs/benchmarks/locomotion.md``, ``locomotion.csv``,
+``locomotion_runs.json`` (the curves), ``locomotion_timing.json`` (with ``--timing``) and ``locomotion_<task>.png``.
+Runs are cached under ``--work-dir``: re-running resumes. A re-run of some tasks or methods keeps the others' rows
+and curves from the files written before.
 """
 
 from __future__ import annotations
@@ -305,14 +307,17 @@ def main() -> None:
         writer = csv.DictWriter(handle, fieldnames=[k for k in rows[0] if k != "carried"], extrasaction="ignore")
         writer.writeheader()
         writer.writerows(rows)
-    timings: dict[str, dict] = {}
-    if args.timing:  # cached in --work-dir/timing.json: delete it to measure again
+    # without --timing the page keeps the earlier generation's timings (locomotion_timing.json beside the page)
+    kept_timings = args.out / "locomotion_timing.json"
+    timings: dict[str, dict] = json.loads(kept_timings.read_text()) if kept_timings.exists() else {}
+    if args.timing:  # every task on the page, cached in --work-dir/timing.json: delete it to measure again
         cache = args.work_dir / "timing.json"
         timings = json.loads(cache.read_text()) if cache.exists() else {}
         for task in tasks:
             if task.name not in timings:
                 timings[task.name] = timing(task, args.experts, 8 * 1024)
                 cache.write_text(json.dumps(timings, indent=1))
+        kept_timings.write_text(json.dumps(timings, indent=1))
     plot(args, tasks, results, refs)
     write_page(args, tasks, rows, refs, timings)
 
