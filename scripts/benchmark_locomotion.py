@@ -414,6 +414,14 @@ def write_page(
         '`-v5`). "held": the fraction of the checkpoints after the first crossing that are at the threshold too.',
         "",
     ]
+    others = [task.name for task in tasks if task.name not in args.tasks]
+    if others:
+        lines += [
+            f"This command ran {', '.join(args.tasks)}; the sections of {', '.join(others)} are the earlier "
+            "generation's runs, kept from `locomotion_runs.json` and `locomotion.csv` (see their history for the "
+            "command and date).",
+            "",
+        ]
     if any(row.get("carried") for row in rows):
         lines += [
             "Rows marked * were not re-run by this command: they are the earlier generation's rows of "
