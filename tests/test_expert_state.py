@@ -177,6 +177,33 @@ def test_the_value_loss_does_not_train_a_shared_cnn_during_imitation() -> None:
     th.testing.assert_close(values.detach(), sb3_values.flatten().detach())
 
 
+def test_a_cnn_learner_runs_channels_last_on_cpu_with_the_same_outputs(tmp_path) -> None:
+    """Channels-last convolutions are a layout change only: the outputs match SB3's own policy with the same
+    weights, training runs, and a saved learner reloads channels-last and predicts the same actions."""
+    from stable_baselines3.common.policies import ActorCriticCnnPolicy
+
+    env = VecFrameStack(make_vec_env("sb3ext/CartPolePixels-v1", n_envs=2, seed=0), 4)
+    model = AggreVaTeD("CnnPolicy", env, expert="shipped:ppo/sb3ext-CartPole-v0_1", n_steps=8, batch_size=8, seed=0)
+    convolutions = [m for m in model.policy.features_extractor.modules() if isinstance(m, th.nn.Conv2d)]
+    assert convolutions and all(c.weight.is_contiguous(memory_format=th.channels_last) for c in convolutions)
+    reference = ActorCriticCnnPolicy(model.observation_space, model.action_space, lambda _: 0.0)
+    reference.load_state_dict(model.policy.state_dict())
+    assert not reference.features_extractor.cnn[0].weight.is_contiguous(memory_format=th.channels_last)
+    obs = th.as_tensor(np.stack([model.observation_space.sample() for _ in range(5)]))
+    with th.no_grad():
+        ours, reference_logits = model.policy.get_distribution(obs), reference.get_distribution(obs)
+        th.testing.assert_close(ours.distribution.logits, reference_logits.distribution.logits, atol=1e-5, rtol=1e-5)
+    model.learn(2 * 8 * 2)  # two iterations: the update runs on channels-last weights and inputs
+    assert all(c.weight.is_contiguous(memory_format=th.channels_last) for c in convolutions)
+    frames = obs.numpy()
+    actions, _ = model.predict(frames, deterministic=True)
+    model.save(tmp_path / "learner.zip")
+    loaded = AggreVaTeD.load(tmp_path / "learner.zip")
+    conv = next(m for m in loaded.policy.features_extractor.modules() if isinstance(m, th.nn.Conv2d))
+    assert conv.weight.is_contiguous(memory_format=th.channels_last)
+    np.testing.assert_array_equal(loaded.predict(frames, deterministic=True)[0], actions)
+
+
 def test_evaluation_stacks_frames_as_vec_frame_stack_and_feeds_a_state_expert_the_state() -> None:
     from sb3ext.callbacks import episode_returns
     from sb3ext.callbacks.evaluation import StackedFrames
