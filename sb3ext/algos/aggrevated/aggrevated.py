@@ -354,7 +354,7 @@ class AggreVaTeD(PPO):
     def _setup_model(self) -> None:
         self._check_hyperparameters()
         super()._setup_model()
-        to_channels_last(self.policy)  # image policies on CPU: the same network, ~1.5x faster convolutions
+        to_channels_last(self.policy)  # image policies on CPU: the same network, faster training passes
         self._mix_rng = np.random.default_rng(self.seed)
         if self.switch_iteration is None and self.rl_switch is not None:
             if isinstance(self.rl_switch, (list, tuple)):
