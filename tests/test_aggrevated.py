@@ -17,12 +17,14 @@ import yaml
 from gymnasium import spaces
 from stable_baselines3.common.callbacks import BaseCallback
 from stable_baselines3.common.env_util import make_vec_env
+from stable_baselines3.common.logger import configure
 from stable_baselines3.common.vec_env import VecNormalize
 
 from sb3ext.algos.aggrevated import AggreVaTeD
 from sb3ext.algos.aggrevated.aggrevated import expected_advantages, leave_one_out_advantages
 from sb3ext.algos.aggrevated.buffers import StateAggregationBuffer
 from sb3ext.algos.aggrevated.estimators import critic_signal_and_noise, surrogate_terms
+from sb3ext.algos.aggrevated.rollin import PromisedReturns
 from sb3ext.common.resources import hyperparams_path
 from sb3ext.experts import load_expert
 from tests.conftest import shared_expert
@@ -72,9 +74,9 @@ def test_one_update_moves_the_mean_toward_the_quadratic_optimum() -> None:
     after = model.policy.get_distribution(obs).distribution.mean.detach()
     assert (after - before).mean().item() > 0.02, "the mean should move toward a* = 1.5"
     assert ((after - 1.5).abs() < (before - 1.5).abs()).float().mean() > 0.95
-    # Q* scored K=4 fresh learner samples at each of the 16 states (then the expert's own action, for q_gap)
-    assert expert.critic_inputs[0].shape == (4, 16, 1)
-    assert expert.critic_inputs[1].shape == (16, 1)
+    # V*(s0) at the 2 envs' first states (train/return_shortfall); then Q* scored K=4 fresh learner samples at each
+    # of the 16 states (then the expert's own action, for q_gap)
+    assert [tuple(inputs.shape) for inputs in expert.critic_inputs] == [(2, 1), (4, 16, 1), (16, 1)]
 
 
 def test_discrete_update_raises_the_probability_of_the_best_action() -> None:
@@ -191,8 +193,8 @@ def test_critic_signal_and_noise_separate_action_differences_from_critic_disagre
     th.testing.assert_close(noise, leave_one_out_advantages(wiggle).pow(2).mean(dim=0).sqrt())
 
 
-def _noisy_twin_model(slope: float, **kwargs: Any) -> AggreVaTeD:
-    env = make_vec_env("Pendulum-v1", n_envs=2, seed=0)
+def _noisy_twin_model(slope: float, episode_steps: int = 200, **kwargs: Any) -> AggreVaTeD:
+    env = make_vec_env("Pendulum-v1", n_envs=2, seed=0, env_kwargs={"max_episode_steps": episode_steps})
     expert = NoisyTwinExpert(env.observation_space, env.action_space, target=1.0, slope=slope, amplitude=1.0)
     return AggreVaTeD("MlpPolicy", env, expert=expert, seed=0, beta_init=0.0, **{**SMALL, **kwargs})
 
@@ -253,16 +255,80 @@ def test_expert_cap_gives_no_credit_for_beating_the_experts_own_action() -> None
 
 
 def test_low_critic_signal_warns_once_and_a_normal_expert_stays_silent() -> None:
-    model = _noisy_twin_model(slope=0.001)
+    # episodes of 8 steps: those after the first low ratio end soon; the toy's V* (0) promises more than Pendulum gives
+    model = _noisy_twin_model(slope=0.001, episode_steps=8)
     with pytest.warns(UserWarning, match="barely separates the learner's actions") as record:
-        model.learn(16 * 3)
+        model.learn(16 * 6)
     assert sum("barely separates" in str(w.message) for w in record) == 1
     assert model.logger.name_to_value["train/critic_snr"] < 1.0
+    assert model.logger.name_to_value["train/return_shortfall"] > 1.0
     with warnings.catch_warnings():
         warnings.filterwarnings("error", message=".*barely separates")
         normal = pendulum_model(beta_init=0.0, n_steps=64)
         normal.learn(64 * 2 * 4)  # 4 iterations with the shipped SAC Pendulum expert
     assert normal.logger.name_to_value["train/critic_snr"] > 2.0
+
+
+def test_promised_returns_compare_each_episodes_discounted_return_with_v_star_at_its_first_state() -> None:
+    tracker = PromisedReturns(2, gamma=0.5, episodes=4)
+    tracker.step(np.array([1.0, 1.0]), np.array([True, False]))  # began before tracking: not compared
+    assert len(tracker.finished) == 0
+    tracker.start(np.array([True, True]), np.array([3.0, 10.0]))
+    tracker.step(np.array([2.0, 0.0]), np.array([False, False]))
+    tracker.step(np.array([2.0, 0.0]), np.array([True, False]))  # env 0: 2 + 0.5 * 2 = 3, as promised
+    assert list(tracker.finished) == [(3.0, 3.0)]
+    assert tracker.shortfall() is None  # 1 of 4 episodes: too few to tell
+    tracker.start(np.array([True, False]), np.array([3.0]))
+    tracker.step(np.array([2.0, 0.0]), np.array([True, True]))  # env 0: 2 of 3; env 1: 0 of 10
+    assert list(tracker.finished) == [(3.0, 3.0), (3.0, 2.0), (10.0, 0.0)]
+    assert tracker.shortfall() == pytest.approx((0 + 1 + 10) / 3 / ((3 + 3 + 10) / 3))
+    tracker.start(np.array([True, False]), np.array([4.0]))
+    tracker.restart()  # the episode under way began before: not compared either
+    tracker.step(np.array([0.0, 0.0]), np.array([True, True]))
+    assert len(tracker.finished) == 0 and tracker.shortfall() is None
+
+
+class _FixedShortfall:
+    """Stands in for the roll-in's PromisedReturns: a given shortfall, and whether it was restarted."""
+
+    def __init__(self, shortfall: float | None):
+        self.value, self.restarts = shortfall, 0
+
+    def shortfall(self) -> float | None:
+        return self.value
+
+    def restart(self) -> None:
+        self.restarts += 1
+
+
+@pytest.mark.parametrize(
+    "fallback, shortfall, warns",
+    [(False, 0.0, False), (False, None, False), (False, 0.5, True), (True, 0.0, True), (True, None, True)],
+)
+def test_a_low_critic_signal_warns_without_fallback_only_once_later_episodes_get_less_than_promised(
+    fallback: bool, shortfall: float | None, warns: bool
+) -> None:
+    """A learner at its expert's level sits where the critic is flat around its actions: the ratio is low there,
+    harmlessly. Without the fallback, the warning waits for the episodes that begin after the first low ratio and
+    fires only if they fall short of V*(s0). The fallback does not wait (it would act after a collapse), and
+    announces itself."""
+    model = _noisy_twin_model(slope=0.001, low_signal_fallback=fallback)
+    model.set_logger(configure(None, [""]))
+    model._promised = tracker = _FixedShortfall(shortfall)
+    low = {"critic_snr": th.tensor(0.5), "critic_low_signal_fraction": th.tensor(1.0)}
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        model._check_critic_signal({**low, "critic_snr": th.tensor(1.5)})  # a clear signal: nothing happens
+        assert tracker.restarts == 0 and not caught
+        model._check_critic_signal(low)  # the first low ratio
+        assert tracker.restarts == (0 if fallback else 1)
+        assert bool(caught) == fallback
+        model._check_critic_signal(low)  # later: the returns since then decide
+    assert sum("barely separates" in str(w.message) for w in caught) == int(warns)
+    assert (model.low_signal_iteration is not None) == fallback
+    assert tracker.restarts == (0 if fallback else 1)
+    if shortfall is not None:
+        assert model.logger.name_to_value["train/return_shortfall"] == shortfall
 
 
 def test_low_signal_fallback_clones_the_expert_from_the_first_low_signal_iteration() -> None:
@@ -274,7 +340,7 @@ def test_low_signal_fallback_clones_the_expert_from_the_first_low_signal_iterati
     obs = th.as_tensor(model._aggregation.get()[0])  # the states it was trained on
     mean = model.policy.get_distribution(obs).distribution.mean
     assert (mean - 1.0).abs().mean().item() < 0.1  # the expert acts 1.0; the flat critic says nothing
-    follow = _noisy_twin_model(slope=0.001, n_epochs=10, target_kl=None, learning_rate=1e-2)
+    follow = _noisy_twin_model(slope=0.001, episode_steps=8, n_epochs=10, target_kl=None, learning_rate=1e-2)
     with pytest.warns(UserWarning, match="Set low_signal_fallback=True"):
         follow.learn(16 * 10)
     assert follow.low_signal_iteration is None and follow.logger.name_to_value["train/low_signal_imitation"] == 0.0

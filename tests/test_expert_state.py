@@ -93,9 +93,10 @@ def test_a_state_expert_drives_a_frame_stacked_pixel_learner() -> None:
     model = AggreVaTeD("CnnPolicy", env, expert=expert, n_steps=4, batch_size=8, n_epochs=1, beta_init=1.0,
                        n_action_samples=2, policy_kwargs=FLAT, seed=0)  # fmt: skip
     model.learn(8)
-    # beta 1: the expert acted at every step and saw each env's [episode, t], never the frames
-    seen = np.stack(expert.seen[:4])  # the 4 roll-in steps (steps, envs, 2); then the scoring of all states
-    np.testing.assert_array_equal(seen[:, 0], [[0, 0], [0, 1], [0, 2], [1, 0]])
+    # beta 1: the expert acted at every step and saw each env's [episode, t], never the frames; at each episode's
+    # first state it was asked once more, for V*(s0) (train/return_shortfall)
+    seen = np.stack(expert.seen[:6])  # (queries, envs, 2); then the scoring of all states
+    np.testing.assert_array_equal(seen[:, 0], [[0, 0], [0, 0], [0, 1], [0, 2], [1, 0], [1, 0]])
     np.testing.assert_array_equal(seen[:, 1], seen[:, 0])
     learner_obs, aggregated = model._aggregation.get()  # type: ignore[union-attr]
     assert learner_obs.dtype == np.uint8 and learner_obs.shape[1:] == model.observation_space.shape == (

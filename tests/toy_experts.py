@@ -20,6 +20,7 @@ class _ToyExpert(Expert):
         self.algo_name = "toy"
         self.config = {}
         self.normalization = None
+        self.model = None  # no SB3 model: the default discount factor
         self.device = th.device("cpu")
 
     @property

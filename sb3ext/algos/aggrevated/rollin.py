@@ -2,6 +2,8 @@
 
 * :class:`BetaSchedule`: the expert's share ``beta_n = beta_init * beta_decay ** n`` of imitation iteration n
   (0 once the switch to RL has happened); the model for the schedule classes of SB3's ``utils``.
+* :class:`PromisedReturns`: how far the roll-in's episodes fall short of what the expert's critic promises at
+  their first states (``train/return_shortfall``).
 * :class:`RollIn`: one roll-in of the mixture ``beta * expert + (1 - beta) * learner``; called by the
   algorithm's ``collect_rollouts`` at each vectorised step (the executed action only decides which states are
   visited; the learner's distribution gives every executed action its log-probability).
@@ -10,6 +12,7 @@
 from __future__ import annotations
 
 import time
+from collections import deque
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,7 +23,7 @@ from stable_baselines3.common.vec_env import VecEnv, VecNormalize
 
 from sb3ext.algos.aggrevated.buffers import RollInRecord, StateAggregationBuffer
 from sb3ext.common.expert_state import STATE_KEY, StateTracker, state_space_of
-from sb3ext.experts import VALUE_ONLY, Expert
+from sb3ext.experts import Q_CONTINUOUS, Q_DISCRETE, VALUE_ONLY, Expert
 from sb3ext.experts.expert import describe_space, spaces_match
 
 
@@ -44,6 +47,68 @@ class BetaSchedule:
         if self.switched(iteration):
             return 0.0
         return float(self.initial) * float(self.decay) ** iteration
+
+
+class PromisedReturns:
+    """Per roll-in episode: what the expert's critic promises at its first state, V*(s0), and the discounted return
+    the roll-in then got (the expert's gamma and reward scale, no bootstrap at the end).
+
+    A learner at the expert's level gets about what V* promises; one that is far behind gets much less. A critic
+    that barely separates the learner's actions (``train/critic_snr`` below 1) is harmless in the first case: a
+    learner whose mean action sits at the critic's maximum sees no first-order signal at all. It is a problem in
+    the second. :meth:`shortfall` tells them apart.
+
+    :param n_envs: number of envs of the roll-in
+    :param gamma: the expert's discount factor
+    :param episodes: number of latest finished episodes compared
+    """
+
+    def __init__(self, n_envs: int, gamma: float, episodes: int = 10):
+        self.gamma = float(gamma)
+        self.promised = np.full(n_envs, np.nan)  # NaN: the episode began before tracking did (not compared)
+        self.returns = np.zeros(n_envs)
+        self.discounts = np.ones(n_envs)
+        self.finished: deque[tuple[float, float]] = deque(maxlen=episodes)
+
+    def start(self, starts: np.ndarray, promised: np.ndarray) -> None:
+        """Episodes begin on the envs flagged in ``starts``, with V*(s0) = ``promised`` (one per flagged env)."""
+        self.promised[starts] = promised
+        self.returns[starts] = 0.0
+        self.discounts[starts] = 1.0
+
+    def step(self, rewards: np.ndarray, dones: np.ndarray) -> None:
+        """Add one vectorised step's rewards (the expert's reward scale); close the episodes that ended."""
+        self.returns += self.discounts * rewards
+        self.discounts *= self.gamma
+        for idx in np.flatnonzero(dones):
+            if np.isfinite(self.promised[idx]):
+                self.finished.append((float(self.promised[idx]), float(self.returns[idx])))
+            self.promised[idx] = np.nan
+
+    def restart(self) -> None:
+        """Compare only the episodes that begin from now on."""
+        self.finished.clear()
+        self.promised[:] = np.nan
+
+    def shortfall(self) -> float | None:
+        """Mean of V*(s0) - return over the latest finished episodes, relative to the mean |V*(s0)|; None before
+        half of them have finished. About 0 at the expert's level (below 0 above it), about 1 or more far behind."""
+        if len(self.finished) < max(1, (self.finished.maxlen or 0) // 2):
+            return None
+        promised, returns = np.array(self.finished).T
+        return float(np.mean(promised - returns) / (np.mean(np.abs(promised)) + 1e-8))
+
+
+def promised_values(expert: Expert, expert_obs: np.ndarray) -> np.ndarray:
+    """V*(s) = Q*(s, expert's action) of a Q* expert (the expert's own V* for a value-only one)."""
+    obs = th.as_tensor(expert_obs, device=expert.device)
+    if expert.kind == VALUE_ONLY:
+        return expert.value(obs).cpu().numpy()
+    if expert.kind == Q_DISCRETE:
+        return expert.q_all(obs).max(dim=1).values.cpu().numpy()
+    assert expert.kind == Q_CONTINUOUS
+    actions = th.as_tensor(expert.act(expert_obs), device=expert.device, dtype=th.float32)
+    return expert.q_values(obs, actions).cpu().numpy()
 
 
 def expert_reads_state(
@@ -104,6 +169,7 @@ class RollIn:
         the one it is deployed with) instead of a sample; None: samples everywhere
     :param states: where the expert observes the env's ``info["state"]`` instead of the learner's observation
         (``sb3ext.common.expert_state``): the tracker of those states; None: the expert reads the observation
+    :param promised: the episodes' returns against V*(s0), updated here (None: not tracked)
     """
 
     def __init__(
@@ -117,8 +183,10 @@ class RollIn:
         learner_mode: np.ndarray | None = None,
         states: StateTracker | None = None,
         learner_normalizer: VecNormalize | None = None,
+        promised: PromisedReturns | None = None,
     ):
         self.expert = expert
+        self.promised = promised
         self.learner_normalizer = learner_normalizer
         self.states = states
         self.learner_mode = learner_mode if learner_mode is not None and learner_mode.any() else None
@@ -141,12 +209,13 @@ class RollIn:
         return last_obs  # type: ignore[no-any-return]
 
     def act(
-        self, last_obs: Any, actions: np.ndarray, distribution: Any, device: th.device
+        self, last_obs: Any, actions: np.ndarray, distribution: Any, device: th.device, episode_starts: Any = None
     ) -> tuple[np.ndarray, th.Tensor | None]:
         """Keep the visited states and let the expert act where the draw says so.
 
         :param actions: the learner's sampled actions
         :param distribution: the learner's distribution at ``last_obs``
+        :param episode_starts: per env, whether ``last_obs`` is the first of an episode (None: none is)
         :return: (executed actions, their learner log-probs if any action is not the learner's sample, else None)
         """
         expert = self.expert
@@ -154,6 +223,11 @@ class RollIn:
         normalizer = self.learner_normalizer
         learner_obs = np.asarray(last_obs if normalizer is None else normalizer.get_original_obs())
         self.aggregation.add(learner_obs, expert_obs)
+        if self.promised is not None and episode_starts is not None and np.any(episode_starts):
+            starts = np.asarray(episode_starts, dtype=bool)
+            start = time.perf_counter()
+            self.promised.start(starts, promised_values(expert, expert_obs[starts]))
+            self.expert_seconds += time.perf_counter() - start
         use_expert = self.rng.random(len(expert_obs)) < self.beta
         if expert.kind == VALUE_ONLY:
             self.record.add_state(expert_obs, use_expert, learner_obs)
@@ -179,17 +253,16 @@ class RollIn:
 
     def observe(self, new_obs: Any, rewards: np.ndarray, dones: np.ndarray, infos: list[dict[str, Any]]) -> None:
         """Store r, s' and termination of one vectorised step, in the expert's view and reward scale (value-only);
-        follow the env's state when the expert reads it."""
+        add the rewards to the episodes' returns; follow the env's state when the expert reads it."""
         next_states = self.states.step(dones, infos) if self.states is not None else None
+        vec_normalize = self.vec_normalize
+        # a copy: SB3's time-limit bootstrap modifies `rewards` later
+        raw_rewards = np.array(vec_normalize.get_original_reward() if vec_normalize is not None else rewards)
+        if self.promised is not None:
+            self.promised.step(self.expert.normalize_reward(raw_rewards), np.asarray(dones, dtype=bool))
         if self.expert.kind != VALUE_ONLY:
             return
-        vec_normalize = self.vec_normalize
-        if vec_normalize is not None:
-            raw_rewards = np.array(vec_normalize.get_original_reward())
-            next_obs = np.array(vec_normalize.get_original_obs())
-        else:
-            raw_rewards = np.array(rewards)  # a copy: SB3's time-limit bootstrap modifies `rewards` later
-            next_obs = np.array(new_obs)
+        next_obs = np.array(vec_normalize.get_original_obs() if vec_normalize is not None else new_obs)
         if next_states is not None:
             next_obs = next_states  # the last state of an ended episode included
         terminated = np.zeros(len(dones), dtype=bool)
