@@ -46,6 +46,22 @@ sys.path.insert(0, str(ROOT / "scripts"))
 from zoo_bench import decorate_curve_axes, evaluate_checkpoints, references, save_figure, zoo_train  # noqa: E402
 
 DOCS = ROOT / "docs" / "benchmarks"
+#: the page's summary rows and its runs' curves (a partial re-run keeps the rest from them)
+ROWS_FILE = DOCS / "pixels.csv"
+RUNS_FILE = DOCS / "pixels_runs.json"
+CSV_FIELDS = [
+    "task",
+    "method",
+    "seed",
+    "budget",
+    "steps_to_threshold",
+    "wall_s_to_threshold",
+    "held",
+    "best",
+    "final",
+    "wall_s",
+    "steps_per_s",
+]
 METHODS = ("aggrevated", "dagger", "ppo")
 LABELS = {
     "aggrevated": "AggreVaTeD (frames, state expert)",
@@ -140,7 +156,8 @@ def run(args: argparse.Namespace, method: str, task: PixelTask, seed: int) -> di
     algo, extra = ZOO_RUNS[method]
     entry = task.entry(algo)
     budget = int(float(entry["n_timesteps"])) if algo == "aggrevated" else args.ppo_budget
-    trained = zoo_train(algo, task.env, seed, work, budget, args.save_freq, int(entry["n_envs"]), extra)
+    save_freq = args.ppo_save_freq if method == "ppo" and args.ppo_save_freq else args.save_freq
+    trained = zoo_train(algo, task.env, seed, work, budget, save_freq, int(entry["n_envs"]), extra)
     frame_stack = int(entry.get("frame_stack", 0))
     steps, returns = evaluate_checkpoints(algo, task.env, work, args.eval_episodes, args.eval_seed, frame_stack)
     final_steps, final_return = evaluate_final(algo, task.env, work, args.eval_episodes, args.eval_seed, frame_stack)
@@ -234,7 +251,39 @@ def fmt(value: float | None, unit: str = "") -> str:
     return "not reached" if value is None else f"{value:,.0f}{unit}"
 
 
-def write_page(args: argparse.Namespace, rows: list[dict[str, Any]], refs: dict[str, dict[str, float]]) -> None:
+def merge_earlier(results: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The runs of this invocation, plus the (task, method) pairs it did not run, read back from the page's files:
+    their curves from ``pixels_runs.json`` (re-plotted), or else only their summary rows from ``pixels.csv`` (returned
+    apart, marked ``carried``: no curve to plot). A partial re-run (``--tasks cartpole --methods aggrevated``) so keeps
+    the rest of the page."""
+    ran = {(r["task"], r["method"]) for r in results}
+    earlier = json.loads(RUNS_FILE.read_text()) if RUNS_FILE.exists() else []
+    kept = [r for r in earlier if r["task"] in TASKS and (r["task"], r["method"]) not in ran]
+    with_curves = ran | {(r["task"], r["method"]) for r in kept}
+    carried = []
+    if ROWS_FILE.exists():
+        with open(ROWS_FILE, newline="") as handle:
+            for row in csv.DictReader(handle):
+                if row["task"] in TASKS and (row["task"], row["method"]) not in with_curves:
+                    carried.append({**parse_row(row), "carried": True})
+    return results + kept, carried
+
+
+def parse_row(row: dict[str, str]) -> dict[str, Any]:
+    """A ``pixels.csv`` row with its numbers back as numbers (empty: not reached)."""
+    ints = ("seed", "budget", "steps_to_threshold", "wall_s_to_threshold", "wall_s")
+    floats = ("held", "best", "final", "steps_per_s")
+    out: dict[str, Any] = dict(row)
+    for key in ints + floats:
+        value = row.get(key, "")
+        out[key] = None if value in ("", None) else (int(float(value)) if key in ints else float(value))
+    return out
+
+
+def write_page(
+    args: argparse.Namespace, rows: list[dict[str, Any]], refs: dict[str, dict[str, float]], ran: list[str]
+) -> None:
+    kept = [name for name in refs if name not in ran]
     lines = [
         "# Pixel policies taught by a state expert",
         "",
@@ -251,6 +300,13 @@ def write_page(args: argparse.Namespace, rows: list[dict[str, Any]], refs: dict[
         "core per run (`--num-threads 1`), from the checkpoints' file times.",
         "",
     ]
+    if kept or any(r.get("carried") for r in rows):
+        lines += [
+            f"This command ran {', '.join(ran)}. The other runs on this page ({', '.join(kept) or 'none'} and the rows "
+            "marked *) are an earlier generation's, kept from `pixels_runs.json` and `pixels.csv` (see their history "
+            "for the command and date); rows marked * have no curve in the plots.",
+            "",
+        ]
     for name, task_refs in refs.items():
         task = TASKS[name]
         threshold = task_refs["random"] + 0.9 * (task_refs["expert"] - task_refs["random"])
@@ -266,7 +322,8 @@ def write_page(args: argparse.Namespace, rows: list[dict[str, Any]], refs: dict[
         ]
         for row in (r for r in rows if r["task"] == name):
             lines.append(
-                f"| {LABELS[row['method']]} | {row['seed']} | {row['budget']:,} | {fmt(row['steps_to_threshold'])} "
+                f"| {LABELS[row['method']]}{' *' if row.get('carried') else ''} | {row['seed']} | {row['budget']:,} "
+                f"| {fmt(row['steps_to_threshold'])} "
                 f"| {fmt(row['wall_s_to_threshold'], ' s')} | {row['held']:.0%} | {row['best']:.1f} | {row['final']:.1f} "
                 f"| {row['steps_per_s']:.0f} |"
             )
@@ -299,6 +356,7 @@ def main() -> None:
     parser.add_argument("--ppo-budget", type=int, default=PPO_REFERENCE_BUDGET, help="PPO's env steps (envs.md: 2e5)")
     parser.add_argument("--ppo-seeds", nargs="+", type=int, help="PPO's seeds (default: --seeds)")
     parser.add_argument("--save-freq", type=int, default=2048)
+    parser.add_argument("--ppo-save-freq", type=int, default=0, help="PPO's checkpoint interval in env steps (0: --save-freq)")
     parser.add_argument("--eval-episodes", type=int, default=10)
     parser.add_argument("--eval-seed", type=int, default=50_000)
     parser.add_argument("--jobs", type=int, default=2, help="runs in parallel (one core each)")
@@ -320,21 +378,37 @@ def main() -> None:
         seeds["ppo"] = args.ppo_seeds
     # cloning regresses the Gaussian mean on the expert's actions: Box tasks only (each env made once to see)
     box = {t.name: t.box_actions for t in tasks} if "dagger" in args.methods else {}
-    jobs = [(m, t, s) for m in args.methods for t in tasks for s in seeds[m] if m != "dagger" or box[t.name]]
+    # seed-major order: with --jobs 2 each seed's methods run side by side, so their wall-clocks share the machine
+    jobs = sorted(
+        ((m, t, s) for m in args.methods for t in tasks for s in seeds[m] if m != "dagger" or box[t.name]),
+        key=lambda job: (job[2], METHODS.index(job[0])),
+    )
     with ThreadPoolExecutor(max_workers=args.jobs) as pool:
         results = list(pool.map(lambda job: run(args, *job), jobs))
+    results, carried = merge_earlier(results)
+    shown = [name for name in TASKS if any(r["task"] == name for r in results + carried)]
+    for name in shown:
+        if name not in refs:
+            task = TASKS[name]
+            cache = args.work_dir / name / "references.json"
+            refs[name] = references(task.env, task.expert, args.eval_episodes, args.eval_seed, cache, True)
+    refs = {name: refs[name] for name in shown}
     rows = []
-    for task in tasks:
-        task_refs = refs[task.name]
+    for name in shown:
+        task_refs = refs[name]
         threshold = task_refs["random"] + 0.9 * (task_refs["expert"] - task_refs["random"])
-        mine = [r for r in results if r["task"] == task.name]
-        rows += [summarise(r, threshold) for r in mine]
-        plot(task, mine, task_refs, threshold, args.eval_episodes)
-    with open(DOCS / "pixels.csv", "w", newline="") as handle:
-        writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
+        mine = [r for r in results if r["task"] == name]
+        rows += [summarise(r, threshold) for r in mine] + [r for r in carried if r["task"] == name]
+        if name in args.tasks:  # the other tasks' plots stay as they were drawn
+            plot(TASKS[name], mine, task_refs, threshold, args.eval_episodes)
+    order = {name: i for i, name in enumerate(TASKS)}
+    rows.sort(key=lambda r: (order[r["task"]], METHODS.index(r["method"]), r["seed"]))
+    with open(ROWS_FILE, "w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=CSV_FIELDS, extrasaction="ignore")
         writer.writeheader()
         writer.writerows(rows)
-    write_page(args, rows, refs)
+    RUNS_FILE.write_text(json.dumps(results, indent=1))
+    write_page(args, rows, refs, [t.name for t in tasks])
     print(f"wrote {DOCS / 'pixels.md'}")
 
 
