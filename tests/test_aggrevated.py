@@ -549,8 +549,6 @@ def test_unknown_hyperparameter_names_it_and_suggests() -> None:
         ("rl_switch", [5, 2]),
         ("rl_switch", -1),
         ("min_std", -1.0),
-        ("policy_averaging", 1.0),
-        ("policy_averaging", -0.5),
         ("use_sde", True),
         ("value_estimator", "one_step"),
     ],
@@ -599,38 +597,6 @@ def test_save_load_predicts_without_the_expert(tmp_path: Path) -> None:
     loaded.set_expert(shared_expert("sac/Pendulum-v1_1"))
     loaded.learn(16, reset_num_timesteps=False)
     assert loaded.imitation_iterations == model.imitation_iterations + 1
-
-
-def test_policy_averaging_acts_with_the_moving_average_of_the_iterates(tmp_path: Path) -> None:
-    """After each update the average moves (1 - d) of the way to the policy (d capped by (1 + n) / (10 + n) over the
-    first updates); predict uses the average, the roll-ins the iterate; both are saved and loaded."""
-    model = pendulum_model(policy_averaging=0.9)
-    model.learn(16)  # one iteration: 2 envs x 8 steps
-    average, iterate = model.averaged_policy, model.policy
-    assert average is not None and model.averaged_updates == 1
-    snapshot = copy.deepcopy(average.state_dict())
-    before = copy.deepcopy(iterate.state_dict())
-    model.learn(16, reset_num_timesteps=False)
-    d = min(0.9, 2.0 / 11.0)  # the second update
-    after = iterate.state_dict()
-    changed = 0
-    for name, value in average.state_dict().items():
-        expected = d * snapshot[name] + (1 - d) * after[name]
-        th.testing.assert_close(value, expected)
-        changed += int(not th.equal(after[name], before[name]))
-    assert changed > 0, "the update should have moved the iterate"
-    assert not any(p.requires_grad for p in average.parameters())
-    obs = np.stack([gym.make("Pendulum-v1").observation_space.sample() for _ in range(10)])
-    acted = model.predict(obs, deterministic=True)[0]
-    np.testing.assert_array_equal(acted, average.predict(obs, deterministic=True)[0])
-    assert not np.allclose(acted, iterate.predict(obs, deterministic=True)[0]), "predict should use the average"
-    model.save(tmp_path / "agent.zip")
-    loaded = AggreVaTeD.load(tmp_path / "agent.zip")
-    assert loaded.averaged_updates == 2
-    np.testing.assert_array_equal(loaded.predict(obs, deterministic=True)[0], acted)
-    for name, value in iterate.state_dict().items():
-        th.testing.assert_close(loaded.policy.state_dict()[name], value)  # training continues from the iterate
-    assert pendulum_model().averaged_policy is None  # off by default: predict uses the iterate
 
 
 def test_load_with_expert_kwarg_continues_the_schedule(tmp_path: Path) -> None:

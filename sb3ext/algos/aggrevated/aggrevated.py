@@ -37,14 +37,7 @@ from sb3ext.algos.aggrevated.estimators import (
     make_estimator,
     surrogate_terms,
 )
-from sb3ext.algos.aggrevated.policies import (
-    CnnPolicy,
-    MlpPolicy,
-    averaged_copy,
-    distribution_and_values,
-    to_channels_last,
-    update_average,
-)
+from sb3ext.algos.aggrevated.policies import CnnPolicy, MlpPolicy, distribution_and_values, to_channels_last
 from sb3ext.algos.aggrevated.rollin import (
     BetaSchedule,
     PromisedReturns,
@@ -150,12 +143,6 @@ class AggreVaTeD(PPO):
     :param bound_coef: weight of the quadratic penalty on the Gaussian mean outside the action bounds
         (in the [-1, 1]-normalised action space); keeps the K samples from all clipping to one action
     :param min_std: floor on the Gaussian standard deviation, as a fraction of the half action range
-    :param policy_averaging: the model acts with an exponential moving average of its policy's parameters over the
-        updates, ``average <- d * average + (1 - d) * policy`` after each one with ``d`` this value (0: off, it acts
-        with the latest iterate). The average is what ``predict`` (evaluation, ``rl_zoo3.enjoy``) uses and is saved
-        beside the policy (``averaged_policy``); the roll-ins and updates use and train the latest iterate.
-        AggreVaTeD's guarantees are for the sequence of its policies, not for the last one: an average of nearby
-        iterates is steadier where single iterates swing from one evaluation to the next
     :param expert_obs_stats: when the learner's env is a ``VecNormalize`` that normalises observations and the expert
         brought its own frozen observation statistics for the same observations (e.g. a zoo PPO expert), the learner's
         running statistics start from a copy of the expert's (mean, variance and count) at the start of training,
@@ -221,7 +208,6 @@ class AggreVaTeD(PPO):
         per_state_normalization: bool | None = None,
         bound_coef: float = 1.0,
         min_std: float = 0.1,
-        policy_averaging: float = 0.0,
         expert_obs_stats: bool = True,
         rl_switch: int | list[int] | tuple[int, int] | None = None,
         expert_gae_lambda: float = 0.0,
@@ -285,8 +271,6 @@ class AggreVaTeD(PPO):
         self.per_state_normalization = per_state_normalization
         self.bound_coef = bound_coef
         self.min_std = min_std
-        self.policy_averaging = policy_averaging
-        self.averaged_updates = 0  # updates folded into the average so far (saved with the model)
         self.expert_obs_stats = expert_obs_stats
         # set once the learner's statistics have been started from the expert's (saved with the model: only once)
         self.obs_stats_from_expert = False
@@ -358,8 +342,6 @@ class AggreVaTeD(PPO):
             raise bad("bound_coef", "a number >= 0")
         if self.min_std < 0:
             raise bad("min_std", "a number >= 0")
-        if not 0.0 <= float(self.policy_averaging) < 1.0:
-            raise bad("policy_averaging", "a decay in [0, 1) (0: off; 0.9 averages over about 10 updates)")
         if self.expert_obs_stats not in (True, False):
             raise bad("expert_obs_stats", "True or False")
         if not 0.0 <= float(self.expert_gae_lambda) <= 1.0:
@@ -382,8 +364,6 @@ class AggreVaTeD(PPO):
         self._check_hyperparameters()
         super()._setup_model()
         to_channels_last(self.policy)  # image policies on CPU: the same network, faster training passes
-        # the policy that acts (predict) when policy_averaging is on; load() restores it from the file
-        self.averaged_policy = averaged_copy(self.policy) if self.policy_averaging > 0 else None
         self._mix_rng = np.random.default_rng(self.seed)
         if self.switch_iteration is None and self.rl_switch is not None:
             if isinstance(self.rl_switch, (list, tuple)):
@@ -650,31 +630,11 @@ class AggreVaTeD(PPO):
         if self.in_rl_phase:
             self.logger.record("train/phase", 1)
             super().train()
-        else:
-            self._train_imitation()
-            self.imitation_iterations += 1
-            self.logger.record("train/phase", 0)
-            self.logger.record("train/imitation_iterations", self.imitation_iterations)
-        if self.averaged_policy is not None:
-            update_average(self.averaged_policy, self.policy, float(self.policy_averaging), self.averaged_updates)
-            self.averaged_updates += 1
-
-    def predict(
-        self,
-        observation: np.ndarray | dict[str, np.ndarray],
-        state: tuple[np.ndarray, ...] | None = None,
-        episode_start: np.ndarray | None = None,
-        deterministic: bool = False,
-    ) -> tuple[np.ndarray, tuple[np.ndarray, ...] | None]:
-        """SB3's ``predict``, with the averaged policy when ``policy_averaging`` is on (the latest iterate otherwise)."""
-        policy = self.averaged_policy if self.averaged_policy is not None else self.policy
-        return policy.predict(observation, state, episode_start, deterministic)
-
-    def _get_torch_save_params(self) -> tuple[list[str], list[str]]:
-        state_dicts, variables = super()._get_torch_save_params()
-        if self.averaged_policy is not None:
-            state_dicts = [*state_dicts, "averaged_policy"]
-        return state_dicts, variables
+            return
+        self._train_imitation()
+        self.imitation_iterations += 1
+        self.logger.record("train/phase", 0)
+        self.logger.record("train/imitation_iterations", self.imitation_iterations)
 
     def _score_states(self, expert_obs: th.Tensor, learner_obs: th.Tensor) -> tuple[Scores, dict[str, th.Tensor]]:
         """Sample learner actions at the given states and score them with Q* (no gradient)."""

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import copy
 from typing import Any
 
 import torch as th
@@ -87,31 +86,3 @@ def _channels_last_input(module: th.nn.Module, args: tuple[Any, ...]) -> tuple[A
         return args
     four_d = (isinstance(a, th.Tensor) and a.dim() == 4 for a in args)
     return tuple(a.contiguous(memory_format=th.channels_last) if nhwc else a for a, nhwc in zip(args, four_d))
-
-
-def averaged_copy(policy: ActorCriticPolicy) -> ActorCriticPolicy:
-    """A frozen copy of ``policy`` to hold a moving average of its parameters (no optimizer, no gradients)."""
-    average = copy.deepcopy(policy)
-    average.optimizer = None  # type: ignore[assignment]  # never trained: it follows the policy's parameters
-    average.requires_grad_(False)
-    average.set_training_mode(False)
-    return average
-
-
-@th.no_grad()
-def update_average(average: ActorCriticPolicy, policy: ActorCriticPolicy, decay: float, count: int) -> None:
-    """``average <- d * average + (1 - d) * policy`` over parameters and buffers, with ``d = min(decay, (1 + count)
-    / (10 + count))``: over its first updates the average follows the policy closely instead of keeping the random
-    initialisation (as TensorFlow's ``ExponentialMovingAverage`` with ``num_updates``).
-
-    :param count: the number of updates made before this one
-    """
-    d = min(float(decay), (1.0 + count) / (10.0 + count))
-    mine = list(average.parameters()) + list(average.buffers())
-    theirs = list(policy.parameters()) + list(policy.buffers())
-    floats = [(a, p) for a, p in zip(mine, theirs) if a.is_floating_point()]
-    if floats:
-        th._foreach_lerp_([a for a, _ in floats], [p for _, p in floats], 1.0 - d)
-    for a, p in zip(mine, theirs):
-        if not a.is_floating_point():
-            a.copy_(p)
