@@ -196,6 +196,36 @@ def test_record_video_headless(wheel_venv: FreshVenv, tmp_path: Path) -> None:
     assert videos and videos[0].stat().st_size > 1000
 
 
+def test_pixel_learner_replays_through_enjoy_and_record_video_without_its_state_expert(
+    wheel_venv: FreshVenv, tmp_path: Path
+) -> None:
+    """The frame learner of ``sb3ext/CartPolePixels-v1`` (its YAML entry: CnnPolicy, 4 stacked frames) trained from a
+    copy of the shipped state expert; the copy is deleted before ``rl_zoo3.enjoy`` and ``record_video`` replay it."""
+    import shutil
+
+    from sb3ext.experts.references import shipped_expert
+
+    expert = tmp_path / "state_expert"
+    shutil.copytree(shipped_expert("ppo/sb3ext-CartPole-v0_1"), expert)
+    env_id, run_dir = "sb3ext/CartPolePixels-v1", tmp_path / "logs" / "aggrevated" / "sb3ext-CartPolePixels-v1_1"
+    wheel_venv.run(
+        "-m", "rl_zoo3.train", "--algo", "aggrevated", "--env", env_id, "-f", "logs", "-n", "1024",
+        "--eval-freq", "-1", "--hyperparams", f"expert:'{expert}'", cwd=tmp_path,
+    )  # fmt: skip
+    shutil.rmtree(expert)
+    enjoy = wheel_venv.run(
+        "-m", "rl_zoo3.enjoy", "--algo", "aggrevated", "--env", env_id, "-f", "logs", "--exp-id", "1",
+        "-n", "100", "--no-render", cwd=tmp_path,
+    )  # fmt: skip
+    assert "Stacking 4 frames" in enjoy.stdout and "Mean reward" in enjoy.stdout
+    wheel_venv.run(
+        "-m", "rl_zoo3.record_video", "--algo", "aggrevated", "--env", env_id, "-f", "logs", "--exp-id", "1",
+        "-n", "30", cwd=tmp_path, timeout=300,
+    )  # fmt: skip
+    videos = list((run_dir / "videos").glob("*.mp4"))
+    assert videos and videos[0].stat().st_size > 1000
+
+
 @pytest.mark.parametrize(
     "hyperparams,expected",
     [
