@@ -44,7 +44,14 @@ import yaml
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "scripts"))
-from zoo_bench import decorate_curve_axes, evaluate_checkpoints, references, yaml_aggrevated, zoo_train  # noqa: E402
+from zoo_bench import (  # noqa: E402
+    decorate_curve_axes,
+    evaluate_checkpoints,
+    merge_earlier_runs,
+    references,
+    yaml_aggrevated,
+    zoo_train,
+)
 
 #: the zoo's published returns at 1M steps (rl-baselines3-zoo benchmark.md, one run each, -v3 envs)
 ZOO_PUBLISHED = {
@@ -325,35 +332,11 @@ def main() -> None:
 def merge_earlier(
     args: argparse.Namespace, results: list[dict[str, Any]]
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """The runs of this invocation, plus those of the tasks and methods it did not run, read back from the pages
-    written before: their curves from ``locomotion_runs.json`` (kept and re-plotted), or else only their summary rows
-    from ``locomotion.csv`` (marked as carried: no curve to plot). A partial re-run (``--methods aggrevated``,
-    ``--tasks tqc-Hopper``) so keeps the rest of the comparison."""
-    ran = {(r["task"], r["method"]) for r in results}
-    names = set(TASKS)
-    curves_file, rows_file = args.out / "locomotion_runs.json", args.out / "locomotion.csv"
-    earlier = json.loads(curves_file.read_text()) if curves_file.exists() else []
-    kept = [r for r in earlier if r["task"] in names and (r["task"], r["method"]) not in ran]
-    have = ran | {(r["task"], r["method"]) for r in kept}
-    carried = []
-    if rows_file.exists():
-        with open(rows_file, newline="") as handle:
-            for row in csv.DictReader(handle):
-                if row["task"] in names and (row["task"], row["method"]) not in have:
-                    carried.append(parse_row(row))
-    return results + kept, carried
-
-
-def parse_row(row: dict[str, str]) -> dict[str, Any]:
-    """A row of ``locomotion.csv`` with its numbers back (empty: None), marked ``carried``."""
-    number = lambda v, kind: kind(float(v)) if v not in ("", None) else None  # noqa: E731
-    return {
-        "task": row["task"], "method": row["method"], "seed": int(row["seed"]),
-        "steps_to_threshold": number(row["steps_to_threshold"], int),
-        "wall_to_threshold_s": number(row["wall_to_threshold_s"], float),
-        "held": number(row["held"], float), "final": float(row["final"]), "best": float(row["best"]),
-        "budget": int(float(row["budget"])), "wall_s": float(row["wall_s"]), "carried": True,
-    }  # fmt: skip
+    """This invocation's runs, plus the other tasks' and methods' from ``locomotion_runs.json`` (curves) or
+    ``locomotion.csv`` (rows only): ``zoo_bench.merge_earlier_runs``."""
+    ints = ("seed", "steps_to_threshold", "budget")
+    curves, rows = args.out / "locomotion_runs.json", args.out / "locomotion.csv"
+    return merge_earlier_runs(results, curves, rows, set(TASKS), ints)
 
 
 def plot(

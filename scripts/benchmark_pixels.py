@@ -43,7 +43,14 @@ import yaml
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "scripts"))
-from zoo_bench import decorate_curve_axes, evaluate_checkpoints, references, save_figure, zoo_train  # noqa: E402
+from zoo_bench import (  # noqa: E402
+    decorate_curve_axes,
+    evaluate_checkpoints,
+    merge_earlier_runs,
+    references,
+    save_figure,
+    zoo_train,
+)
 
 DOCS = ROOT / "docs" / "benchmarks"
 #: the page's summary rows and its runs' curves (a partial re-run keeps the rest from them)
@@ -252,32 +259,10 @@ def fmt(value: float | None, unit: str = "") -> str:
 
 
 def merge_earlier(results: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """The runs of this invocation, plus the (task, method) pairs it did not run, read back from the page's files:
-    their curves from ``pixels_runs.json`` (re-plotted), or else only their summary rows from ``pixels.csv`` (returned
-    apart, marked ``carried``: no curve to plot). A partial re-run (``--tasks cartpole --methods aggrevated``) so keeps
-    the rest of the page."""
-    ran = {(r["task"], r["method"]) for r in results}
-    earlier = json.loads(RUNS_FILE.read_text()) if RUNS_FILE.exists() else []
-    kept = [r for r in earlier if r["task"] in TASKS and (r["task"], r["method"]) not in ran]
-    with_curves = ran | {(r["task"], r["method"]) for r in kept}
-    carried = []
-    if ROWS_FILE.exists():
-        with open(ROWS_FILE, newline="") as handle:
-            for row in csv.DictReader(handle):
-                if row["task"] in TASKS and (row["task"], row["method"]) not in with_curves:
-                    carried.append({**parse_row(row), "carried": True})
-    return results + kept, carried
-
-
-def parse_row(row: dict[str, str]) -> dict[str, Any]:
-    """A ``pixels.csv`` row with its numbers back as numbers (empty: not reached)."""
+    """This invocation's runs, plus the other tasks' and methods' from ``pixels_runs.json`` (curves) or ``pixels.csv``
+    (rows only): ``zoo_bench.merge_earlier_runs``."""
     ints = ("seed", "budget", "steps_to_threshold", "wall_s_to_threshold", "wall_s")
-    floats = ("held", "best", "final", "steps_per_s")
-    out: dict[str, Any] = dict(row)
-    for key in ints + floats:
-        value = row.get(key, "")
-        out[key] = None if value in ("", None) else (int(float(value)) if key in ints else float(value))
-    return out
+    return merge_earlier_runs(results, RUNS_FILE, ROWS_FILE, set(TASKS), ints)
 
 
 def write_page(

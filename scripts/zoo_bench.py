@@ -11,6 +11,7 @@ Two protocols:
 from __future__ import annotations
 
 import ast
+import csv
 import json
 import os
 import subprocess
@@ -242,3 +243,40 @@ def yaml_aggrevated(env_id: str, expert: Any, seed: int = 0, **overrides: Any) -
             entry[key] = linear_schedule(float(entry[key][len("lin_") :]))
     env = VecNormalize(make_vec_env(env_id, n_envs=n_envs, seed=seed), norm_reward=False)
     return AggreVaTeD("MlpPolicy", env, expert=expert, seed=seed, device="cpu", **{**entry, **overrides})
+
+
+def merge_earlier_runs(
+    results: list[dict[str, Any]], curves_file: Path, rows_file: Path, tasks: Any, ints: tuple[str, ...]
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The runs of a benchmark invocation, plus the (task, method) pairs it did not run, read back from the files a
+    page was written from: their curves from ``curves_file`` (a JSON list of runs, re-plotted), or else only their
+    summary rows from ``rows_file`` (a CSV), returned apart and marked ``carried`` (no curve to plot). A partial
+    re-run (``--tasks ...``, ``--methods ...``) so keeps the rest of the page.
+
+    :param tasks: the task names the benchmark still has (others are dropped)
+    :param ints: the CSV columns read back as integers; the other numeric ones as floats (empty: None)
+    """
+    ran = {(r["task"], r["method"]) for r in results}
+    earlier = json.loads(curves_file.read_text()) if curves_file.exists() else []
+    kept = [r for r in earlier if r["task"] in tasks and (r["task"], r["method"]) not in ran]
+    have = ran | {(r["task"], r["method"]) for r in kept}
+    carried = []
+    if rows_file.exists():
+        with open(rows_file, newline="") as handle:
+            for row in csv.DictReader(handle):
+                if row["task"] in tasks and (row["task"], row["method"]) not in have:
+                    carried.append({**parse_csv_row(row, ints), "carried": True})
+    return results + kept, carried
+
+
+def parse_csv_row(row: dict[str, str], ints: tuple[str, ...]) -> dict[str, Any]:
+    """A benchmark CSV row with its numbers back: ``ints`` as integers, other numbers as floats, empty as None."""
+    out: dict[str, Any] = {}
+    for key, value in row.items():
+        if key in ("task", "method"):
+            out[key] = value
+        elif value in ("", None):
+            out[key] = None
+        else:
+            out[key] = int(float(value)) if key in ints else float(value)
+    return out
