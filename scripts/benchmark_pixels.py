@@ -350,12 +350,6 @@ def main() -> None:
     args.argv = sys.argv[1:]
     DOCS.mkdir(parents=True, exist_ok=True)
     tasks = [TASKS[name] for name in args.tasks]
-    refs = {
-        t.name: references(
-            t.env, t.expert, args.eval_episodes, args.eval_seed, args.work_dir / t.name / "references.json", True
-        )
-        for t in tasks
-    }
     for task in tasks:
         observation_picture(task, DOCS / f"pixels_observation_{task.name}.png")
     seeds = {m: args.seeds for m in METHODS}
@@ -372,12 +366,17 @@ def main() -> None:
         results = list(pool.map(lambda job: run(args, *job), jobs))
     results, carried = merge_earlier(results)
     shown = [name for name in TASKS if any(r["task"] == name for r in results + carried)]
-    for name in shown:
-        if name not in refs:
-            task = TASKS[name]
-            cache = args.work_dir / name / "references.json"
-            refs[name] = references(task.env, task.expert, args.eval_episodes, args.eval_seed, cache, True)
-    refs = {name: refs[name] for name in shown}
+    refs = {  # the expert and random policy on the evaluation episodes, cached per task in --work-dir
+        name: references(
+            TASKS[name].env,
+            TASKS[name].expert,
+            args.eval_episodes,
+            args.eval_seed,
+            args.work_dir / name / "references.json",
+            True,
+        )
+        for name in shown
+    }
     rows = []
     for name in shown:
         task_refs = refs[name]
