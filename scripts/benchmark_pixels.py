@@ -11,9 +11,10 @@ Per task and seed:
 * **AggreVaTeD**: ``python -m rl_zoo3.train --algo aggrevated --env <pixel env> --seed <seed>``, everything from
   ``hyperparams/aggrevated.yml`` (the shipped state expert is the entry's default), its ``n_timesteps`` env steps,
   a checkpoint every ``--save-freq`` env steps;
-* **DAgger** (tasks with ``Box`` actions): the same command with ``--hyperparams clone_expert:True``: AggreVaTeD's
-  roll-ins, aggregation, network and budget, but the update clones the state expert's actions instead of following
-  its critic (DAgger at matched settings; imitation's DAgger cannot run sb3ext's pixel envs in its own venv);
+* **DAgger**: the same command with ``--hyperparams clone_expert:True``: AggreVaTeD's roll-ins, aggregation,
+  network and budget, but the update clones the state expert's actions (Box: the Gaussian mean regressed on them;
+  Discrete: their cross-entropy) instead of following its critic (DAgger at matched settings; imitation's DAgger
+  cannot run sb3ext's pixel envs in its own venv);
 * **PPO**: stock PPO from frames with sb3ext's ``hyperparams/ppo.yml`` entry (Atari-style settings), ``--ppo-budget``
   env steps (0: skip).
 
@@ -94,16 +95,6 @@ class PixelTask:
 
     def entry(self, algo: str) -> dict[str, Any]:
         return dict(yaml.safe_load((ROOT / "hyperparams" / f"{algo}.yml").read_text())[self.env])
-
-    @property
-    def box_actions(self) -> bool:
-        import gymnasium as gym
-
-        import sb3ext.envs  # noqa: F401  (registers the env ids)
-
-        env = gym.make(self.env)
-        env.close()
-        return isinstance(env.action_space, gym.spaces.Box)
 
     @property
     def expert(self) -> str:
@@ -277,9 +268,10 @@ def write_page(
         "",
         "The learner sees 84x84 grayscale frames (4 stacked, `CnnPolicy`); its expert is the shipped state expert, which",
         'reads the env\'s `info["state"]`. AggreVaTeD runs through `python -m rl_zoo3.train --algo aggrevated --env <id>`',
-        "with every setting from `hyperparams/aggrevated.yml`; DAgger (Box tasks) is the same command with",
+        "with every setting from `hyperparams/aggrevated.yml`; DAgger is the same command with",
         "`--hyperparams clone_expert:True` (the update clones the state expert's actions instead of following its",
-        "critic); PPO from frames with sb3ext's `hyperparams/ppo.yml`.",
+        "critic: the Gaussian mean regressed on them, or their cross-entropy for discrete actions); PPO from frames",
+        "with sb3ext's `hyperparams/ppo.yml`.",
         f"Every checkpoint ({args.save_freq:,} env steps apart) is evaluated on the same {args.eval_episodes} deterministic",
         f"episodes (seeds {args.eval_seed:,}...). Threshold: 90% of the way from random to the expert. Wall-clock: one",
         "core per run (`--num-threads 1`), from the checkpoints' file times.",
@@ -355,11 +347,9 @@ def main() -> None:
     seeds = {m: args.seeds for m in METHODS}
     if args.ppo_seeds is not None:
         seeds["ppo"] = args.ppo_seeds
-    # cloning regresses the Gaussian mean on the expert's actions: Box tasks only (each env made once to see)
-    box = {t.name: t.box_actions for t in tasks} if "dagger" in args.methods else {}
     # seed-major order: with --jobs 2 each seed's methods run side by side, so their wall-clocks share the machine
     jobs = sorted(
-        ((m, t, s) for m in args.methods for t in tasks for s in seeds[m] if m != "dagger" or box[t.name]),
+        ((m, t, s) for m in args.methods for t in tasks for s in seeds[m]),
         key=lambda job: (job[2], METHODS.index(job[0])),
     )
     with ThreadPoolExecutor(max_workers=args.jobs) as pool:

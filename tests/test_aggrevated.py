@@ -368,9 +368,22 @@ def test_clone_expert_copies_the_experts_actions_instead_of_following_its_critic
     assert abs(means[True] - (-1.0)) < 0.2 and means[False] > 0.2, means  # the critic pulls toward +1.5
 
 
-def test_clone_expert_needs_box_actions_and_expert_actions() -> None:
-    with pytest.raises(ValueError, match=r"invalid clone_expert=True.*Discrete"):
-        AggreVaTeD("MlpPolicy", make_vec_env("CartPole-v1", n_envs=1), clone_expert=True, **SMALL)
+def test_clone_expert_on_discrete_actions_learns_the_experts_choices() -> None:
+    env = make_vec_env("CartPole-v1", n_envs=2, seed=0)
+    expert = load_expert(shared_expert("dqn/CartPole-v1_1"))
+    settings = {**SMALL, "n_epochs": 10, "learning_rate": 1e-2}
+    model = AggreVaTeD("MlpPolicy", env, expert=expert, seed=0, beta_init=0.0, clone_expert=True, **settings)
+    model.learn(16 * 10)
+    assert model.logger.name_to_value["train/expert_bc_fraction"] == 1.0
+    assert model.logger.name_to_value["train/expert_bc"] > 0
+    learner_obs, expert_obs = model._aggregation.get()  # the states it was trained on
+    probs = model.policy.get_distribution(th.as_tensor(learner_obs)).distribution.probs
+    wanted = th.as_tensor(expert.act(expert_obs)).long().reshape(-1)
+    agreement = (probs.argmax(dim=-1) == wanted).float().mean().item()
+    assert agreement > 0.9, agreement  # a policy at chance agrees on about half of them
+
+
+def test_clone_expert_needs_the_experts_actions() -> None:
     env = make_vec_env("BipedalWalker-v3", n_envs=1, seed=0)
     for estimator in ("td", "learned_q"):
         with pytest.raises(ValueError, match=rf"invalid clone_expert=True.*'{estimator}'"):

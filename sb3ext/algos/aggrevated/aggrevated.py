@@ -114,12 +114,14 @@ class AggreVaTeD(PPO):
         its deterministic action (the distribution's mode, the one it is evaluated and deployed with) instead of a
         sample, so that the aggregated states include those the deterministic policy visits; the K scored samples
         still come from its distribution. Imitation phase only (0: samples on every env)
-    :param expert_bc_coef: weight of a Q-filtered behaviour-cloning term (Box actions; Q* experts, or value-only
-        experts scored by ``expert_policy``, whose log pi* stands in for Q*): the squared
+    :param expert_bc_coef: weight of a Q-filtered behaviour-cloning term (Q* experts, or value-only experts scored
+        by ``expert_policy``, whose log pi* stands in for Q*). Box: the squared
         distance of the Gaussian mean to the expert's action, in half action ranges, on the aggregated states where
         Q*(s, expert action) beats the mean Q* of the K samples by more than ``expert_bc_margin`` standard deviations
         of theirs. Those are states where the samples around the learner's mean cannot find what the expert does,
-        e.g. a pose in which every nearby action keeps the body still (0: off)
+        e.g. a pose in which every nearby action keeps the body still. Discrete: the cross-entropy with the expert's
+        action (the best-scored one) where its score beats the learner's expected score by more than
+        ``expert_bc_margin`` standard deviations of the scores across actions (0: off)
     :param expert_bc_margin: that margin, in standard deviations of the K samples' Q* at the state
     :param expert_bc_snr: the behaviour-cloning term also applies on the states where the expert's critics do not
         agree which of the K samples is better: their signal-to-noise ratio (``train/critic_snr``, per state) is
@@ -137,7 +139,8 @@ class AggreVaTeD(PPO):
         (``low_signal_iteration``)
     :param clone_expert: clone the expert's actions on the aggregated states from the first iteration on, instead
         of following its critic: DAgger with AggreVaTeD's roll-ins, aggregation and network, a baseline at matched
-        settings (``Box`` actions; a Q* expert, or a value-only one with ``value_estimator`` ``expert_policy``)
+        settings (``Box`` or ``Discrete`` actions; a Q* expert, or a value-only one with ``value_estimator``
+        ``expert_policy``)
     :param per_state_normalization: divide each state's advantages by that state's largest |A|
         (None: on for discrete actions, off for continuous ones)
     :param bound_coef: weight of the quadratic penalty on the Gaussian mean outside the action bounds
@@ -333,9 +336,6 @@ class AggreVaTeD(PPO):
             raise bad("low_signal_fallback", "True or False")
         if self.clone_expert not in (True, False):
             raise bad("clone_expert", "True or False")
-        if self.clone_expert and not isinstance(self.action_space, spaces.Box):
-            kind = type(self.action_space).__name__
-            raise bad("clone_expert", f"False on a {kind} action space (cloning needs Box actions)")
         if self.per_state_normalization not in (None, True, False):
             raise bad("per_state_normalization", "None, True or False")
         if self.bound_coef < 0:

@@ -531,7 +531,10 @@ def surrogate_terms(
     Gaussian mean to the expert's action (in half action ranges, averaged over dimensions) on the states where the
     expert's action beats the mean Q* of the learner's K samples by more than ``expert_bc_margin`` of their
     standard deviations, or where the critic's signal-to-noise ratio across the samples is below
-    ``expert_bc_snr`` (zero elsewhere), and ``expert_bc_fraction``, the share of such states.
+    ``expert_bc_snr`` (zero elsewhere), and ``expert_bc_fraction``, the share of such states. Discrete actions: the
+    cross-entropy of the learner's distribution with the expert's action (the best-scored one: argmax Q*, or
+    argmax log pi* for a value-only expert scored by its policy) on the states where that action's score beats the
+    learner's expected score by more than ``expert_bc_margin`` standard deviations of the scores across actions.
     """
     torch_dist = torch_distribution(distribution)
     bound_penalty = th.zeros((), device=device)
@@ -548,6 +551,14 @@ def surrogate_terms(
         policy_loss = -(probs_old * surrogate).sum(dim=-1).mean()
         fraction = (probs_old * ((ratio - 1).abs() > clip_range).float()).sum(dim=-1).mean()
         kl = (probs_old * (log_probs_old - log_probs)).sum(dim=-1).mean()
+        if expert_bc_margin is not None:
+            q = scores.q[idx]
+            best = q.max(dim=-1)
+            gap_z = (best.values - (probs_old * q).sum(dim=-1)) / (q.std(dim=-1) + 1e-6)
+            weight = (gap_z > expert_bc_margin).float()
+            nll = -log_probs.gather(-1, best.indices[:, None]).squeeze(-1)
+            expert_bc = (weight * nll).mean()
+            expert_bc_fraction = weight.mean()
     else:
         actions = scores.actions[:, idx]
         advantages = scores.advantages[:, idx]
