@@ -52,19 +52,22 @@ def pixel_env(env_id: str, n_envs: int, seed: int) -> VecEnv:
     return VecTransposeImage(VecFrameStack(make_vec_env(env_id, n_envs=n_envs, seed=seed), 4))
 
 
-def collect(env_id: str, expert: object, n_frames: int, noise: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
-    """``n_frames`` stacked frames visited by the noisy expert, each with the expert's own action there."""
+def collect(env_id: str, expert: object, n_frames: int, noise: float, seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``n_frames`` stacked frames visited by the noisy expert, each with the expert's own action there and the
+    env's state (``info["state"]``) it was rendered from."""
     env = pixel_env(env_id, 4, seed)
     tracker = StateTracker(env)
     rng = np.random.default_rng(seed)
     obs = env.reset()
     tracker.reset()
-    frames, labels = [], []
+    frames, labels, states = [], [], []
     box = isinstance(env.action_space, spaces.Box)
     while len(frames) * env.num_envs < n_frames:
-        action = expert.act(tracker.current())  # type: ignore[attr-defined]
+        state = tracker.current()
+        action = expert.act(state)  # type: ignore[attr-defined]
         frames.append(obs.copy())
         labels.append(action.copy())
+        states.append(state.copy())
         if box:
             half = (env.action_space.high - env.action_space.low) / 2
             noisy = action + rng.normal(0.0, noise, action.shape) * half
@@ -75,14 +78,14 @@ def collect(env_id: str, expert: object, n_frames: int, noise: float, seed: int)
         obs, _, dones, infos = env.step(action)
         tracker.step(dones, infos)
     env.close()
-    return np.concatenate(frames)[:n_frames], np.concatenate(labels)[:n_frames]
+    return tuple(np.concatenate(parts)[:n_frames] for parts in (frames, labels, states))  # type: ignore[return-value]
 
 
 def clone(args: argparse.Namespace, expert: object, seed: int) -> list[tuple[int, float, np.ndarray]]:
     """(epoch, held-out relative error, closed-loop returns) after each epoch in ``args.epochs``."""
     th.manual_seed(seed)
     start = time.perf_counter()
-    frames, actions = collect(args.env, expert, args.frames, args.noise, seed)
+    frames, actions, _ = collect(args.env, expert, args.frames, args.noise, seed)
     print(f"  seed {seed}: {len(frames):,} frames collected in {time.perf_counter() - start:.0f} s", flush=True)
     env = pixel_env(args.env, 1, seed)
     policy = ActorCriticCnnPolicy(env.observation_space, env.action_space, lambda _: args.lr)
