@@ -390,11 +390,13 @@ def write_page(
         f"Every method is evaluated on the same {args.eval_episodes} deterministic episodes (seeds "
         f"{args.eval_seed}-{args.eval_seed + args.eval_episodes - 1}) as the expert and a uniformly random policy, "
         f"every {args.save_freq:,} env steps. Threshold: random + 0.9 (expert - random). AggreVaTeD: the YAML "
-        f"defaults through the zoo CLI, {args.budget:,} env steps. PPO and SAC: the zoo's own tuned `-v4` entries, "
-        f"{args.rl_budget:,} env steps (the zoo trains them for 1M). DAgger and BC: imitation 1.0.1, same expert, "
-        f"256-256 learner with imitation's running observation normalisation (as AggreVaTeD's learner normalises its "
-        f"observations), {args.budget:,} env steps, on the `-v4` twin env (imitation's gymnasium 0.29 has no "
-        '`-v5`). "held": the fraction of the checkpoints after the first crossing that are at the threshold too.',
+        "defaults through the zoo CLI. PPO and SAC: the zoo's own tuned `-v4` entries (the zoo trains them for 1M). "
+        "DAgger and BC: imitation 1.0.1, same expert, 256-256 learner with imitation's running observation "
+        "normalisation (as AggreVaTeD's learner normalises its observations), on the `-v4` twin env (imitation's "
+        'gymnasium 0.29 has no `-v5`). Each run\'s length is in the "env steps run" column (this command: '
+        f"AggreVaTeD, DAgger and BC {args.budget:,}, PPO and SAC {args.rl_budget:,}). "
+        '"held": the fraction of the checkpoints from the first crossing to the end of the run that are at the '
+        "threshold (the crossing counts).",
         "",
     ]
     others = [task.name for task in tasks if task.name not in args.tasks]
@@ -422,9 +424,9 @@ def write_page(
             f"The zoo's published returns at 1M steps: PPO {published.get('ppo', '?')}, SAC {published.get('sac', '?')}, "
             f"TQC {published.get('tqc', '?')}.",
             "",
-            "| method | seeds | median env steps to threshold | per seed | wall-clock to threshold (s) | held | "
-            "final returns | best |",
-            "|---|---|---|---|---|---|---|---|",
+            "| method | seeds | env steps run | median env steps to threshold | per seed | wall-clock to threshold (s) | "
+            "held | final returns | best |",
+            "|---|---|---|---|---|---|---|---|---|",
         ]
         for method in METHODS:
             mine = [row for row in rows if row["task"] == task.name and row["method"] == method]
@@ -435,7 +437,7 @@ def write_page(
             if len(reached) * 2 > len(values):
                 median = f"{int(np.median([v if v is not None else np.inf for v in values])):,}"
             else:
-                median = f"not reached (> {mine[0]['budget']:,})"
+                median = f"not reached (> {max(int(row['budget']) for row in mine):,})"
             walls = ", ".join(f"{row['wall_to_threshold_s']:.0f}" if row["wall_to_threshold_s"] else "—" for row in mine)
             held = ", ".join(f"{row['held']:.0%}" if row["steps_to_threshold"] is not None else "—" for row in mine)
             finals = ", ".join(f"{row['final']:.0f}" for row in mine)
@@ -443,7 +445,8 @@ def write_page(
             per_seed = ", ".join(fmt_steps(v) for v in values)
             seeds = ", ".join(str(row["seed"]) for row in mine)
             label = LABELS[method] + (" *" if mine[0].get("carried") else "")
-            lines.append(f"| {label} | {seeds} | {median} | {per_seed} | {walls} | {held} | {finals} | {bests} |")
+            run = ", ".join(f"{b:,}" for b in sorted({int(row["budget"]) for row in mine}))
+            lines.append(f"| {label} | {seeds} | {run} | {median} | {per_seed} | {walls} | {held} | {finals} | {bests} |")
         lines += ["", f"![{task.name}](locomotion_{task.name}.png)", ""]
     if timings:
         lines += [
