@@ -394,7 +394,10 @@ def write_page(
         "DAgger and BC: imitation 1.0.1, same expert, 256-256 learner with imitation's running observation "
         "normalisation (as AggreVaTeD's learner normalises its observations), on the `-v4` twin env (imitation's "
         'gymnasium 0.29 has no `-v5`). Each run\'s length is in the "env steps run" column (this command: '
-        f"AggreVaTeD, DAgger and BC {args.budget:,}, PPO and SAC {args.rl_budget:,}). "
+        + ", ".join(
+            f"{LABELS[m].split(' ')[0]} {args.rl_budget if m in ('ppo', 'sac') else args.budget:,}" for m in args.methods
+        )
+        + "). "
         '"held": the fraction of the checkpoints from the first crossing to the end of the run that are at the '
         "threshold (the crossing counts).",
         "",
