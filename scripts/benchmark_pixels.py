@@ -240,6 +240,9 @@ def plot(task: PixelTask, results: list[dict[str, Any]], refs: dict[str, float],
             label = LABELS[method] if i == 0 else None
             ax.plot(result["steps"], result["returns"], color=colors[method], alpha=0.8, marker=".", label=label)
     decorate_curve_axes(ax, refs, threshold, task.env, episodes, "90% threshold")
+    lengths = [r["steps"][-1] for r in results if r["steps"]]
+    if lengths and max(lengths) > 5 * min(lengths):  # a long PPO run beside 30k-step imitation runs
+        ax.set_xscale("log")
     return save_figure(
         fig, ax, f"mean return, {episodes} seeded episodes", f"{task.env} from frames", DOCS / f"pixels_{task.name}.png"
     )
