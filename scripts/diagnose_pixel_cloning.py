@@ -127,6 +127,23 @@ def clone(args: argparse.Namespace, expert: object, seed: int) -> list[tuple[int
     return results
 
 
+def parse_checked(parser: argparse.ArgumentParser, out: Path) -> argparse.Namespace:
+    """The options this script shares with ``diagnose_pixel_state.py`` added to ``parser`` (which already has
+    ``--frames`` and ``--epochs``), parsed and checked."""
+    parser.add_argument("--lr", type=float, default=2.5e-4)
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1])
+    parser.add_argument("--eval-episodes", type=int, default=10)
+    parser.add_argument("--threshold", type=float, default=None, help="the benchmark's threshold, quoted on the page")
+    parser.add_argument("--out", type=Path, default=out)
+    args = parser.parse_args()
+    for name in ("frames", "eval_episodes"):
+        if getattr(args, name) < 1:
+            parser.error(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
+    if min(args.epochs) < 1:
+        parser.error(f"--epochs must be >= 1, got {args.epochs}")
+    return args
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--env", default="sb3ext/BallPlatePixels-v0")
@@ -139,17 +156,7 @@ def main() -> None:
         default=0.3,
         help="roll-in action noise: half action ranges (Box), random-action probability (Discrete)",
     )
-    parser.add_argument("--lr", type=float, default=2.5e-4)
-    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1])
-    parser.add_argument("--eval-episodes", type=int, default=10)
-    parser.add_argument("--threshold", type=float, default=None, help="the benchmark's threshold, quoted in the table")
-    parser.add_argument("--out", type=Path, default=DOCS / "pixels_cloning_plate.md")
-    args = parser.parse_args()
-    for name in ("frames", "eval_episodes"):
-        if getattr(args, name) < 1:
-            parser.error(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
-    if min(args.epochs) < 1:
-        parser.error(f"--epochs must be >= 1, got {args.epochs}")
+    args = parse_checked(parser, DOCS / "pixels_cloning_plate.md")
     th.set_num_threads(1)
     expert = load_expert(args.expert)
     reference = episode_returns(args.env, expert, args.eval_episodes, EVAL_SEED, observe_state=True)[0]

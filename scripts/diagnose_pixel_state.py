@@ -31,7 +31,7 @@ from gymnasium import spaces
 from stable_baselines3.common.torch_layers import NatureCNN
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from diagnose_pixel_cloning import DOCS, EVAL_SEED, ROOT, collect
+from diagnose_pixel_cloning import DOCS, EVAL_SEED, ROOT, collect, parse_checked
 
 sys.path.insert(0, str(ROOT))
 from sb3ext.callbacks.evaluation import episode_returns
@@ -95,17 +95,7 @@ def main() -> None:
     parser.add_argument("--frames", type=int, default=20_000, help="frames with their states (the benchmark's env steps)")
     parser.add_argument("--epochs", type=int, nargs="+", default=[8], help="evaluate after these epochs")
     parser.add_argument("--noise", type=float, default=0.3, help="roll-in action noise (half action ranges)")
-    parser.add_argument("--lr", type=float, default=2.5e-4)
-    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1])
-    parser.add_argument("--eval-episodes", type=int, default=10)
-    parser.add_argument("--threshold", type=float, default=None, help="the benchmark's threshold, quoted on the page")
-    parser.add_argument("--out", type=Path, default=DOCS / "pixels_state_plate.md")
-    args = parser.parse_args()
-    for name in ("frames", "eval_episodes"):
-        if getattr(args, name) < 1:
-            parser.error(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
-    if min(args.epochs) < 1:
-        parser.error(f"--epochs must be >= 1, got {args.epochs}")
+    args = parse_checked(parser, DOCS / "pixels_state_plate.md")
     th.set_num_threads(1)
     expert = load_expert(args.expert)
     if not isinstance(expert.action_space, spaces.Box):
