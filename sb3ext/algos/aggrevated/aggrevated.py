@@ -121,7 +121,8 @@ class AggreVaTeD(PPO):
         of theirs. Those are states where the samples around the learner's mean cannot find what the expert does,
         e.g. a pose in which every nearby action keeps the body still. Discrete: the cross-entropy with the expert's
         action (the best-scored one) where its score beats the learner's expected score by more than
-        ``expert_bc_margin`` standard deviations of the scores across actions (0: off)
+        ``expert_bc_margin`` standard deviations of the scores across actions; with two actions that gap is at most
+        1.41 of them, so the default margin of 3 never applies there: use 0 or 1 (0: off)
     :param expert_bc_margin: that margin, in standard deviations of the K samples' Q* at the state
     :param expert_bc_snr: the behaviour-cloning term also applies on the states where the expert's critics do not
         agree which of the K samples is better: their signal-to-noise ratio (``train/critic_snr``, per state) is
