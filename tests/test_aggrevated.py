@@ -564,7 +564,6 @@ def test_unknown_hyperparameter_names_it_and_suggests() -> None:
         ("min_std", -1.0),
         ("use_sde", True),
         ("value_estimator", "one_step"),
-        ("lookahead_coef", -0.5),
     ],
 )
 def test_invalid_values_name_the_key(key: str, value: object) -> None:
@@ -801,47 +800,6 @@ def test_learned_critic_targets_match_hand_computation(lam: float, expected: lis
     model.collect_rollouts(model.env, model._init_callback(None), model.rollout_buffer, model.n_steps)
     model._estimator.add(model._rollin_record.arrays(), model.rollout_buffer)
     np.testing.assert_allclose(model._estimator.buffer.targets[:6], expected * 2, rtol=1e-6)
-
-
-@pytest.mark.parametrize(
-    "lam,expected", [(0.0, [2.0, 1.0, -3.0]), (1.0, [2.0 + 0.5 * (1.0 + 0.5 * -3.0), 1.0 + 0.5 * -3.0, -3.0])]
-)
-def test_lookahead_scores_the_learners_steps_with_q_star_td_errors(lam: float, expected: list[float]) -> None:
-    """A Q* expert with V*(s) = Q*(s, expert's action) = 2 s, gamma 0.5, r = 1: the same TD errors as the value-only
-    case above; the look-ahead term centres them and scales them to unit std."""
-    from stable_baselines3.common.vec_env import DummyVecEnv
-
-    from sb3ext.algos.aggrevated.estimators import executed_step_scores
-    from tests.toy_experts import LinearQExpert
-
-    env = DummyVecEnv([CounterEnv])
-    expert = LinearQExpert(env.observation_space, env.action_space, slope=2.0, gamma=0.5)
-    model = AggreVaTeD("MlpPolicy", env, expert=expert, n_steps=6, batch_size=6, beta_init=0.0, expert_gae_lambda=lam,
-                       lookahead_coef=1.0, seed=0, policy_kwargs=dict(net_arch=[8]))  # fmt: skip
-    model._setup_learn(6, None)
-    model.collect_rollouts(model.env, model._init_callback(None), model.rollout_buffer, model.n_steps)
-    record = model._rollin_record.arrays()
-    obs, data, stats = executed_step_scores(expert, record, model.rollout_buffer, lam, model.device, scale=False)
-    np.testing.assert_allclose(obs.numpy().flatten(), [0, 1, 2, 0, 1, 2])
-    np.testing.assert_allclose(data.advantages.numpy().flatten(), expected * 2, rtol=1e-6)
-    np.testing.assert_allclose(data.log_prob_old.numpy().flatten(), model.rollout_buffer.log_probs.flatten())
-    _, normalized, _ = executed_step_scores(expert, record, model.rollout_buffer, lam, model.device, center=True)
-    raw = np.array(expected * 2)
-    np.testing.assert_allclose(normalized.advantages.numpy().flatten(), (raw - raw.mean()) / raw.std(ddof=1), rtol=1e-5)
-    assert stats["learner_steps"].item() == 6
-
-
-def test_lookahead_term_is_trained_only_when_asked() -> None:
-    """With ``lookahead_coef`` the roll-in keeps its transitions for a Q* expert and the term enters the loss;
-    without it nothing is recorded (the Q* estimator needs only the aggregated states)."""
-    on = pendulum_model(lookahead_coef=1.0, expert_gae_lambda=0.9)
-    on.learn(64)
-    assert len(on._rollin_record.arrays().rewards) == on.n_steps
-    assert on.logger.name_to_value["train/lookahead_loss"] != 0.0
-    assert on.logger.name_to_value["train/lookahead_learner_steps"] > 0
-    off = pendulum_model()
-    off.learn(64)
-    assert off._rollin_record._steps == [] and off.logger.name_to_value["train/lookahead_loss"] == 0.0
 
 
 def test_value_only_expert_steps_are_left_out() -> None:

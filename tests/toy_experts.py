@@ -111,31 +111,6 @@ class LinearValueExpert(_ToyExpert):
         return self.slope * obs[:, 0]
 
 
-class LinearQExpert(_ToyExpert):
-    """Q* expert with Q*(s, a) = slope * s[0] - ||a||^2, gamma given, acting 0: V*(s) = Q*(s, 0) = slope * s[0]."""
-
-    def __init__(self, observation_space: spaces.Box, action_space: spaces.Box, slope: float, gamma: float):
-        super().__init__(observation_space, action_space, Q_CONTINUOUS, "linear-q-toy")
-        self.slope = slope
-        self._gamma = gamma
-
-    @property
-    def gamma(self) -> float:
-        return self._gamma
-
-    def act(self, expert_obs: np.ndarray) -> np.ndarray:
-        return np.zeros((len(expert_obs), *self.action_space.shape), dtype=np.float32)
-
-    def q_critics(self, obs: th.Tensor, actions: th.Tensor) -> th.Tensor:
-        return (self.slope * obs[..., 0] - (actions**2).sum(dim=-1))[None]  # one critic
-
-    def q_values(self, obs: th.Tensor, actions: th.Tensor) -> th.Tensor:
-        return self.q_critics(obs, actions)[0]
-
-    def combine_critics(self, q_critics: th.Tensor) -> th.Tensor:
-        return q_critics[0]
-
-
 class GaussianPolicyExpert(LinearValueExpert):
     """Value-only expert with V* = 0 and a Gaussian policy pi*(.|s) = N(target, std^2) in every state."""
 

@@ -32,7 +32,6 @@ from sb3ext.algos.aggrevated.estimators import (
     Scores,
     ValueOnlyEstimator,
     _QEstimator,
-    executed_step_scores,
     expected_advantages,
     leave_one_out_advantages,
     make_estimator,
@@ -156,13 +155,8 @@ class AggreVaTeD(PPO):
         aggregated states are re-used (False: the learner's statistics start from its own first observations)
     :param rl_switch: None: imitate forever; an int N: switch to plain PPO after N imitation iterations;
         a pair [low, high]: switch after a number of iterations drawn uniformly in it (LOKI)
-    :param expert_gae_lambda: lambda of ``A*_t = sum_k (gamma lambda)^k delta*_{t+k}`` in the ``td`` value-only
-        estimator and in the look-ahead term (0: the one-step ``r + gamma V*(s') - V*(s)``)
-    :param lookahead_coef: weight of a look-ahead term beside the critic's (Q* experts; 0: off): the PPO-clipped
-        surrogate of the learner's own executed roll-in actions, scored by the lambda-sum of the expert's TD errors
-        ``r + gamma V*(s') - V*(s)`` along the learner's trajectory (V*(s) = Q*(s, expert's action); mean-centred
-        and scaled to unit std per iteration). Q*(s, a) judges one action and then the expert's future; this term
-        also sees where the learner's own next ~1 / (1 - gamma lambda) steps lead (Sun et al. 2018, THOR)
+    :param expert_gae_lambda: lambda of the ``td`` value-only estimator, ``A*_t = sum_k (gamma lambda)^k delta*_{t+k}``
+        (0: the one-step ``r + gamma V*(s') - V*(s)``); unused with Q experts
     :param value_estimator: estimator for a value-only expert: ``"expert_policy"`` (its policy's soft advantage),
         ``"learned_q"`` (a learned critic, see above) or ``"td"`` (the one-step / lambda estimator on executed
         steps); unused with Q experts, which use their own Q*
@@ -221,7 +215,6 @@ class AggreVaTeD(PPO):
         expert_obs_stats: bool = True,
         rl_switch: int | list[int] | tuple[int, int] | None = None,
         expert_gae_lambda: float = 0.0,
-        lookahead_coef: float = 0.0,
         value_estimator: str = "expert_policy",
         critic_kwargs: dict[str, Any] | None = None,
         use_sde: bool = False,
@@ -287,7 +280,6 @@ class AggreVaTeD(PPO):
         self.obs_stats_from_expert = False
         self.rl_switch = rl_switch
         self.expert_gae_lambda = expert_gae_lambda
-        self.lookahead_coef = lookahead_coef
         self.value_estimator = value_estimator
         self.critic_kwargs = critic_kwargs
         # Progress of the imitation phase: saved with the model, not reset by learn(reset_num_timesteps=True),
@@ -355,8 +347,6 @@ class AggreVaTeD(PPO):
             raise bad("expert_obs_stats", "True or False")
         if not 0.0 <= float(self.expert_gae_lambda) <= 1.0:
             raise bad("expert_gae_lambda", "a number in [0, 1]")
-        if not float(self.lookahead_coef) >= 0:
-            raise bad("lookahead_coef", "a number >= 0 (0: off)")
         if self.value_estimator not in VALUE_ESTIMATORS:
             raise bad("value_estimator", ", ".join(map(repr, VALUE_ESTIMATORS)))
         if self.critic_kwargs is not None and not isinstance(self.critic_kwargs, dict):
@@ -520,8 +510,7 @@ class AggreVaTeD(PPO):
             rollin = RollIn(self._expert, beta, self._mix_rng, self._aggregation, self._rollin_record,
                             self.get_vec_normalize_env(), learner_mode,
                             self._state_tracker if self._expert_reads_state else None,
-                            observation_normalizer(self.env), self._promised_returns(env),
-                            record_steps=self._uses_lookahead)  # fmt: skip
+                            observation_normalizer(self.env), self._promised_returns(env))  # fmt: skip
 
         callback.on_rollout_start()
 
@@ -658,11 +647,6 @@ class AggreVaTeD(PPO):
         assert isinstance(self._estimator, ValueOnlyEstimator)
         return self._estimator.samples(self._rollin_record.arrays(), self.rollout_buffer)
 
-    @property
-    def _uses_lookahead(self) -> bool:
-        """The look-ahead term is on: a weight above 0 with a Q* expert (the ``td`` estimator is that term alone)."""
-        return float(self.lookahead_coef) > 0 and isinstance(self._estimator, _QEstimator)
-
     def _log_std_floor(self) -> th.Tensor | None:
         """log(min_std * half action range) for the policy's state-independent log-std, if it has one."""
         log_std = getattr(self.policy, "log_std", None)
@@ -730,15 +714,6 @@ class AggreVaTeD(PPO):
             assert isinstance(estimator, _QEstimator)
             learner_obs, scores, stats = estimator.samples(self.policy, self._aggregation, view)
         n_states = len(learner_obs)
-        lookahead = None
-        if self._uses_lookahead and not self.clone_expert:
-            lookahead_obs, lookahead_scores, lookahead_stats = executed_step_scores(
-                self._expert, record.arrays(), self.rollout_buffer, float(self.expert_gae_lambda), self.device,
-                scale=True, center=True,
-            )  # fmt: skip
-            stats.update({f"lookahead_{key}": value for key, value in lookahead_stats.items()})
-            if len(lookahead_obs) > 1:
-                lookahead = (lookahead_obs, lookahead_scores, th.arange(len(lookahead_obs), device=self.device))
         update_start = time.perf_counter()
         timings = {**self._timings, "scoring_s": update_start - scoring_start}
 
@@ -750,7 +725,7 @@ class AggreVaTeD(PPO):
         logs: dict[str, list[th.Tensor]] = {
             k: []
             for k in ("policy_loss", "bound_penalty", "entropy_loss", "clip_fraction", "approx_kl", "expert_bc",
-                      "expert_bc_fraction", "lookahead_loss")
+                      "expert_bc_fraction")
         }  # fmt: skip
         self._check_critic_signal(stats)
         # clone the expert (DAgger): asked for, or the critic says too little
@@ -785,15 +760,6 @@ class AggreVaTeD(PPO):
                     + bc_coef * terms["expert_bc"]
                     + self.vf_coef * value_loss
                 )
-                terms["lookahead_loss"] = th.zeros((), device=self.device)
-                if lookahead is not None and not imitate:
-                    lookahead_obs, lookahead_scores, every = lookahead
-                    lookahead_terms = surrogate_terms(
-                        lookahead_scores, every, self.policy.get_distribution(lookahead_obs), clip_range, self.action_space,
-                        self.device,
-                    )  # fmt: skip
-                    terms["lookahead_loss"] = lookahead_terms["policy_loss"]
-                    loss = loss + float(self.lookahead_coef) * terms["lookahead_loss"]
                 self.policy.optimizer.zero_grad()
                 loss.backward()
                 # Clip the actor's and the critic's gradients separately: the value loss is on the env's

@@ -85,8 +85,7 @@ class StateAggregationBuffer:
 
 
 class RollInArrays(NamedTuple):
-    """One roll-in's transitions (a value-only expert's, or any expert's with ``lookahead_coef``), stacked to
-    ``(n_steps, n_envs, ...)``."""
+    """One roll-in of a value-only expert, stacked to ``(n_steps, n_envs, ...)``."""
 
     expert_obs: np.ndarray  # s, as the expert observes it
     use_expert: np.ndarray  # whether the expert acted at s
@@ -98,7 +97,7 @@ class RollInArrays(NamedTuple):
 
 
 class RollInRecord:
-    """The transitions of the latest roll-in that a value-only expert's estimator, or the look-ahead term, needs."""
+    """The transitions of the latest roll-in that a value-only expert's estimator needs (typed, not a dict)."""
 
     def __init__(self) -> None:
         self.reset()

@@ -293,57 +293,29 @@ class ValueOnlyEstimator(Estimator):
         self.gae_lambda = gae_lambda
 
     def samples(self, record: RollInArrays, rollout_buffer: Any) -> tuple[th.Tensor, Scores, dict[str, th.Tensor]]:
-        return executed_step_scores(
-            self.expert, record, rollout_buffer, float(self.gae_lambda), self.device, scale=self.normalize_advantage
-        )
-
-
-def executed_step_scores(
-    expert: Expert,
-    record: RollInArrays,
-    rollout_buffer: Any,
-    gae_lambda: float,
-    device: th.device,
-    scale: bool = True,
-    center: bool = False,
-) -> tuple[th.Tensor, SampledScores, dict[str, th.Tensor]]:
-    """``A*_t = sum_k (gamma lambda)^k delta*_{t+k}``, ``delta*_t = r_t + gamma V*(s_{t+1}) - V*(s_t)``, on the steps the
-    learner itself executed in the latest roll-in (one scored sample per state, K = 1).
-
-    V* is the expert's value head (value-only experts) or ``Q*(s, expert's action)`` (Q* experts, see
-    :func:`sb3ext.algos.aggrevated.rollin.promised_values`), in the expert's reward scale. The sum runs along each
-    env's own trajectory, so it sees what the learner's actions led to over about ``1 / (1 - gamma lambda)`` steps,
-    where ``Q*(s, a)`` alone sees one step and then the expert.
-
-    :param scale: divide by the advantages' standard deviation
-    :param center: subtract their mean first (a batch baseline, as PPO's advantage normalisation)
-    """
-    from sb3ext.algos.aggrevated.rollin import promised_values  # the roll-in module imports the buffers, not this one
-
-    n_steps, n_envs = record.use_expert.shape
-    with th.no_grad():
-        values_np = promised_values(expert, record.expert_obs.reshape(n_steps * n_envs, -1)).reshape(n_steps, n_envs)
-        next_values_np = promised_values(expert, record.next_expert_obs.reshape(n_steps * n_envs, -1)).reshape(n_steps, n_envs)
-    gamma = expert.gamma
-    deltas = record.rewards + gamma * next_values_np * (1.0 - record.terminated) - values_np
-    advantages = lambda_sums(deltas, record.dones, gamma * gae_lambda)
-    learner_steps = ~record.use_expert
-    obs = th.as_tensor(rollout_buffer.observations[learner_steps], device=device)
-    actions = th.as_tensor(rollout_buffer.actions[learner_steps], device=device)
-    log_prob_old = th.as_tensor(rollout_buffer.log_probs[learner_steps], device=device)
-    adv = th.as_tensor(advantages[learner_steps], device=device, dtype=th.float32)
-    stats = {
-        "expert_value_mean": th.as_tensor(values_np.mean()),
-        "expert_advantage_mean": adv.mean() if len(adv) else th.zeros(()),
-        "expert_advantage_min": adv.min() if len(adv) else th.zeros(()),
-        "learner_steps": th.tensor(float(len(adv))),
-    }
-    if len(adv) > 1:
-        if center:
-            adv = adv - adv.mean()
-        if scale:
+        expert = self.expert
+        n_steps, n_envs = record.use_expert.shape
+        with th.no_grad():
+            values = expert.value(th.as_tensor(record.expert_obs.reshape(n_steps * n_envs, -1), device=self.device))
+            next_values = expert.value(th.as_tensor(record.next_expert_obs.reshape(n_steps * n_envs, -1), device=self.device))
+        values_np = values.cpu().numpy().reshape(n_steps, n_envs)
+        next_values_np = next_values.cpu().numpy().reshape(n_steps, n_envs)
+        gamma = expert.gamma
+        deltas = record.rewards + gamma * next_values_np * (1.0 - record.terminated) - values_np
+        advantages = lambda_sums(deltas, record.dones, gamma * float(self.gae_lambda))
+        learner_steps = ~record.use_expert
+        obs = th.as_tensor(rollout_buffer.observations[learner_steps], device=self.device)
+        actions = th.as_tensor(rollout_buffer.actions[learner_steps], device=self.device)
+        log_prob_old = th.as_tensor(rollout_buffer.log_probs[learner_steps], device=self.device)
+        adv = th.as_tensor(advantages[learner_steps], device=self.device, dtype=th.float32)
+        stats = {
+            "expert_value_mean": values.mean(),
+            "expert_advantage_mean": adv.mean() if len(adv) else th.zeros(()),
+            "learner_steps": th.tensor(float(len(adv))),
+        }
+        if self.normalize_advantage and len(adv) > 1:
             adv = adv / (adv.std() + 1e-8)
-    return obs, SampledScores(actions[None], log_prob_old[None], adv[None]), stats
+        return obs, SampledScores(actions[None], log_prob_old[None], adv[None]), stats
 
 
 class LearnedQEstimator(Estimator):

@@ -170,8 +170,6 @@ class RollIn:
     :param states: where the expert observes the env's ``info["state"]`` instead of the learner's observation
         (``sb3ext.common.expert_state``): the tracker of those states; None: the expert reads the observation
     :param promised: the episodes' returns against V*(s0), updated here (None: not tracked)
-    :param record_steps: keep the transitions in ``record`` with a Q* expert too (``lookahead_coef``); a value-only
-        expert's are always kept
     """
 
     def __init__(
@@ -186,11 +184,8 @@ class RollIn:
         states: StateTracker | None = None,
         learner_normalizer: VecNormalize | None = None,
         promised: PromisedReturns | None = None,
-        record_steps: bool = False,
     ):
         self.expert = expert
-        # the roll-in's transitions are kept for a value-only expert's estimator, or for the look-ahead term
-        self.record_steps = record_steps or expert.kind == VALUE_ONLY
         self.promised = promised
         self.learner_normalizer = learner_normalizer
         self.states = states
@@ -234,7 +229,7 @@ class RollIn:
             self.promised.start(starts, promised_values(expert, expert_obs[starts]))
             self.expert_seconds += time.perf_counter() - start
         use_expert = self.rng.random(len(expert_obs)) < self.beta
-        if self.record_steps:
+        if expert.kind == VALUE_ONLY:
             self.record.add_state(expert_obs, use_expert, learner_obs)
         per_env = (-1, *([1] * (actions.ndim - 1)))  # broadcasts one flag per env over the action dimensions
         changed = False
@@ -265,7 +260,7 @@ class RollIn:
         raw_rewards = np.array(vec_normalize.get_original_reward() if vec_normalize is not None else rewards)
         if self.promised is not None:
             self.promised.step(self.expert.normalize_reward(raw_rewards), np.asarray(dones, dtype=bool))
-        if not self.record_steps:
+        if self.expert.kind != VALUE_ONLY:
             return
         next_obs = np.array(vec_normalize.get_original_obs() if vec_normalize is not None else new_obs)
         if next_states is not None:
