@@ -112,6 +112,12 @@ def expert_statistics(expert_path: Path, path: Path) -> Path | None:
     return write_statistics(load_expert(expert_path), path)
 
 
+def result_path(work: Path, method: str, task: Task, seed: int, eval_seed: int) -> Path:
+    """Where ``run`` caches a run's result: named by its evaluation episodes too, so that a benchmark evaluating
+    on other episodes runs again instead of reading another evaluation back."""
+    return work / f"{method}-{task.env_id}-{seed}-eval{eval_seed}x{task.eval_episodes}.json"
+
+
 def run(
     python: Path,
     method: str,
@@ -124,7 +130,7 @@ def run(
     bc_epochs: int = 4,
     normalize_obs: bool = False,
 ) -> dict:
-    out = work / f"{method}-{task.env_id}-{seed}.json"
+    out = result_path(work, method, task, seed, eval_seed)
     if out.exists():
         return json.loads(out.read_text())
     command = [
@@ -136,7 +142,7 @@ def run(
     ]  # fmt: skip
     if stats is not None:
         command += ["--stats", str(stats)]
-    with open(work / f"{method}-{task.env_id}-{seed}.log", "w") as log:
+    with open(out.with_suffix(".log"), "w") as log:
         subprocess.run(command, check=True, stdout=log, stderr=subprocess.STDOUT, env={**os.environ, "OMP_NUM_THREADS": "1"})
     result = json.loads(out.read_text())
     print(

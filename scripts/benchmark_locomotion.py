@@ -17,10 +17,12 @@ SAC HalfCheetah, TQC HalfCheetah, TQC Hopper, SAC Swimmer. Per task and seed:
   observation layout, same reward terms) and are evaluated there on the same episode seeds.
 
 Every checkpoint (every ``--save-freq`` env steps) is evaluated on the same ``--eval-episodes`` deterministic
-episodes (seeds 50,000, 50,001, ...) as the expert and a uniformly random policy. Threshold: random + 0.9 (expert -
-random). Reported: env steps and training wall-clock to the first checkpoint at the threshold, the fraction of
-later checkpoints that hold it, the final return. Writes ``docs/benchmarks/locomotion.md``, ``locomotion.csv``,
-``locomotion_runs.json`` (the curves), ``locomotion_timing.json`` (with ``--timing``) and ``locomotion_<task>.png``.
+episodes (seeds 50,000, 50,001, ...) as the expert and a uniformly random policy: 30 by default, since one flipped
+HalfCheetah episode (~3k where the typical one scores ~11.5k) moves a 10-episode mean by ~850, across the
+threshold. Threshold: random + 0.9 (expert - random). Reported: env steps and training wall-clock to the first
+checkpoint at the threshold, the fraction of later checkpoints that hold it, the final return. Writes
+``docs/benchmarks/locomotion.md``, ``locomotion.csv``, ``locomotion_runs.json`` (the curves),
+``locomotion_timing.json`` (with ``--timing``) and ``locomotion_<task>.png``.
 Runs are cached under ``--work-dir``: re-running resumes. A re-run of some tasks or methods keeps the others' rows
 and curves from the files written before.
 """
@@ -47,6 +49,7 @@ sys.path.insert(0, str(ROOT / "scripts"))
 from zoo_bench import (  # noqa: E402
     decorate_curve_axes,
     evaluate_checkpoints,
+    evaluation_cache,
     merge_earlier_runs,
     references,
     yaml_aggrevated,
@@ -136,7 +139,8 @@ def run_zoo(args: argparse.Namespace, method: str, task: Task, seed: int) -> dic
         save_freq = getattr(args, "rl_save_freq", None) or args.save_freq
         trained = zoo_train(method, task.env, seed, work, args.rl_budget, save_freq, n_envs, conf_file=conf)
     steps, returns = evaluate_checkpoints(method, task.env, work, args.eval_episodes, args.eval_seed)
-    return {"method": method, "task": task.name, "seed": seed, "steps": steps, "returns": returns, "wall_s": trained["wall_s"]}
+    return {"method": method, "task": task.name, "seed": seed, "steps": steps, "returns": returns, "wall_s": trained["wall_s"],
+            "episodes": args.eval_episodes}  # fmt: skip
 
 
 def run_imitation(
@@ -154,18 +158,15 @@ def run_imitation(
     :param net_arch: the learner's hidden layers (AggreVaTeD's YAML network on the task)
     :param normalize_obs: running observation normalisation of the learner (AggreVaTeD's YAML ``normalize``)
     """
-    from benchmark_imitation import Task as ImitationTask
     from benchmark_imitation import expert_statistics, run
 
-    imitation_task = ImitationTask(
-        task.imitation_env, task.expert, task.expert_algo, args.budget, args.save_freq, args.eval_episodes, net_arch
-    )
+    imitation = imitation_task(args, task, net_arch)
     work = args.work_dir / f"imitation-{task.name}"
     work.mkdir(parents=True, exist_ok=True)
     result = run(
         python,
         method,
-        imitation_task,
+        imitation,
         seed,
         args.experts,
         expert_statistics(args.experts / task.expert, work / "expert_statistics.npz"),
@@ -176,7 +177,16 @@ def run_imitation(
     )
     wall = result["wall_s"]
     return {"method": method, "task": task.name, "seed": seed, "steps": result["timesteps"], "returns": result["returns"],
-            "wall_s": wall[-1], "wall_curve": wall}  # fmt: skip
+            "wall_s": wall[-1], "wall_curve": wall, "episodes": args.eval_episodes}  # fmt: skip
+
+
+def imitation_task(args: argparse.Namespace, task: Task, net_arch: tuple[int, ...] = (256, 256)) -> Any:
+    """``benchmark_imitation.Task`` of a task: its ``-v4`` twin env, the budget, checkpoints and evaluation."""
+    from benchmark_imitation import Task as ImitationTask
+
+    return ImitationTask(
+        task.imitation_env, task.expert, task.expert_algo, args.budget, args.save_freq, args.eval_episodes, net_arch
+    )
 
 
 def run_folder(args: argparse.Namespace, method: str, task: Task, seed: int) -> Path:
@@ -185,12 +195,16 @@ def run_folder(args: argparse.Namespace, method: str, task: Task, seed: int) -> 
         return args.work_dir / f"aggrevated-{task.name}-{seed}"
     if method in ("ppo", "sac"):
         return args.work_dir / f"{method}-{task.env}-{seed}"
-    return args.work_dir / f"imitation-{task.name}" / f"{method}-{task.imitation_env}-{seed}.json"
+    from benchmark_imitation import result_path
+
+    return result_path(args.work_dir / f"imitation-{task.name}", method, imitation_task(args, task), seed, args.eval_seed)
 
 
 def finished(args: argparse.Namespace, method: str, task: Task, seed: int) -> bool:
     folder = run_folder(args, method, task, seed)
-    return folder.is_file() if method in ("dagger", "bc") else (folder / "eval.json").is_file()
+    if method in ("dagger", "bc"):
+        return folder.is_file()
+    return evaluation_cache(folder, args.eval_episodes, args.eval_seed) is not None
 
 
 def timing(task: Task, experts: Path, steps: int) -> dict[str, float]:
@@ -250,10 +264,12 @@ def main() -> None:
     parser.add_argument("--tasks", nargs="+", default=list(TASKS), choices=list(TASKS))
     parser.add_argument("--methods", nargs="+", default=list(METHODS), choices=METHODS)
     parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
-    parser.add_argument("--budget", type=int, default=60_000, help="env steps of AggreVaTeD, DAgger and BC")
+    parser.add_argument(
+        "--budget", type=int, default=100_000, help="env steps of AggreVaTeD, DAgger and BC (the YAML's n_timesteps)"
+    )
     parser.add_argument("--rl-budget", type=int, default=100_000, help="env steps of zoo PPO and SAC")
     parser.add_argument("--save-freq", type=int, default=5_000, help="env steps between checkpoints / evaluations")
-    parser.add_argument("--eval-episodes", type=int, default=10)
+    parser.add_argument("--eval-episodes", type=int, default=30, help="episodes per checkpoint evaluation")
     add_run_arguments(parser, "locomotion")
     parser.add_argument("--timing", action="store_true", help="also time AggreVaTeD's parts at the YAML settings")
     args = parser.parse_args()
@@ -306,6 +322,7 @@ def main() -> None:
             "task": result["task"], "method": result["method"], "seed": result["seed"], "steps_to_threshold": crossed,
             "wall_to_threshold_s": wall_to, "held": held, "final": result["returns"][-1],
             "best": max(result["returns"]), "budget": result["steps"][-1], "wall_s": result["wall_s"],
+            "episodes": result["episodes"],
         })  # fmt: skip
     rows += carried
     args.out.mkdir(parents=True, exist_ok=True)
@@ -334,7 +351,7 @@ def merge_earlier(
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """This invocation's runs, plus the other tasks' and methods' from ``locomotion_runs.json`` (curves) or
     ``locomotion.csv`` (rows only): ``zoo_bench.merge_earlier_runs``."""
-    ints = ("seed", "steps_to_threshold", "budget")
+    ints = ("seed", "steps_to_threshold", "budget", "episodes")
     curves, rows = args.out / "locomotion_runs.json", args.out / "locomotion.csv"
     return merge_earlier_runs(results, curves, rows, set(TASKS), ints)
 
@@ -387,9 +404,10 @@ def write_page(
         "",
         f"Generated by `{command}` on {time.strftime('%Y-%m-%d')} (2-core CPU machine, one thread per run).",
         "",
-        f"Every method is evaluated on the same {args.eval_episodes} deterministic episodes (seeds "
-        f"{args.eval_seed}-{args.eval_seed + args.eval_episodes - 1}) as the expert and a uniformly random policy, "
-        f"every {args.save_freq:,} env steps. Threshold: random + 0.9 (expert - random). AggreVaTeD: the YAML "
+        f"Every checkpoint is evaluated on seeded deterministic episodes (seeds {args.eval_seed}, "
+        f'{args.eval_seed + 1}, ...; how many: each row\'s "episodes" column; this command: {args.eval_episodes}), '
+        f"every {args.save_freq:,} env steps; the expert and a uniformly random policy on this command's episodes. "
+        "Threshold: random + 0.9 (expert - random). AggreVaTeD: the YAML "
         "defaults through the zoo CLI. PPO and SAC: the zoo's own tuned `-v4` entries (the zoo trains them for 1M). "
         "DAgger and BC: imitation 1.0.1, same expert, 256-256 learner with imitation's running observation "
         "normalisation (as AggreVaTeD's learner normalises its observations), on the `-v4` twin env (imitation's "
@@ -427,9 +445,9 @@ def write_page(
             f"The zoo's published returns at 1M steps: PPO {published.get('ppo', '?')}, SAC {published.get('sac', '?')}, "
             f"TQC {published.get('tqc', '?')}.",
             "",
-            "| method | seeds | env steps run | median env steps to threshold | per seed | wall-clock to threshold (s) | "
-            "held | final returns | best |",
-            "|---|---|---|---|---|---|---|---|---|",
+            "| method | seeds | env steps run | episodes | median env steps to threshold | per seed | "
+            "wall-clock to threshold (s) | held | final returns | best |",
+            "|---|---|---|---|---|---|---|---|---|---|",
         ]
         for method in METHODS:
             mine = [row for row in rows if row["task"] == task.name and row["method"] == method]
@@ -449,7 +467,10 @@ def write_page(
             seeds = ", ".join(str(row["seed"]) for row in mine)
             label = LABELS[method] + (" *" if mine[0].get("carried") else "")
             run = ", ".join(f"{b:,}" for b in sorted({int(row["budget"]) for row in mine}))
-            lines.append(f"| {label} | {seeds} | {run} | {median} | {per_seed} | {walls} | {held} | {finals} | {bests} |")
+            episodes = ", ".join(str(e) for e in sorted({int(row["episodes"]) for row in mine}))
+            lines.append(
+                f"| {label} | {seeds} | {run} | {episodes} | {median} | {per_seed} | {walls} | {held} | {finals} | {bests} |"
+            )
         lines += ["", f"![{task.name}](locomotion_{task.name}.png)", ""]
     if timings:
         lines += [

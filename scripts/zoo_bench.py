@@ -138,14 +138,15 @@ def evaluate_checkpoints(
     algo: str, env_id: str, work: Path, episodes: int, seed: int, frame_stack: int = 0
 ) -> tuple[list[int], list[float]]:
     """Mean return of every checkpoint of a run on ``episodes`` seeded episodes (``seed``, ``seed + 1`` ...);
-    cached in ``work/eval.json``. The checkpoints are this benchmark's own, loaded with the zoo's algorithm class.
+    cached in ``work/eval.json`` with its episodes and seed (a cache of other episodes is evaluated again). The
+    checkpoints are this benchmark's own, loaded with the zoo's algorithm class.
 
     :param frame_stack: the run's ``frame_stack`` (its observations are stacked the same way)
     """
-    done = work / "eval.json"
-    if done.exists():
-        cached = json.loads(done.read_text())
+    cached = evaluation_cache(work, episodes, seed)
+    if cached is not None:
         return cached["steps"], cached["returns"]
+    done = work / "eval.json"
     from rl_zoo3 import ALGOS  # sb3ext's plug-in registers aggrevated and the PPO variants in it
     from stable_baselines3.common.env_util import make_vec_env
     from stable_baselines3.common.vec_env import VecNormalize
@@ -164,8 +165,18 @@ def evaluate_checkpoints(
         steps.append(n)
         returns.append(float(np.mean(episode)))
         print(f"  {work.name}: {n:>7,} steps  return {returns[-1]:7.1f} ± {np.std(episode):.1f}", flush=True)
-    done.write_text(json.dumps({"steps": steps, "returns": returns}))
+    done.write_text(json.dumps({"episodes": episodes, "seed": seed, "steps": steps, "returns": returns}))
     return steps, returns
+
+
+def evaluation_cache(work: Path, episodes: int, seed: int) -> dict | None:
+    """The run's cached checkpoint evaluation (``work/eval.json``) if it was made on ``episodes`` episodes from
+    ``seed``; else None (a cache written before the file recorded them counts as another evaluation)."""
+    done = work / "eval.json"
+    if not done.exists():
+        return None
+    cached = json.loads(done.read_text())
+    return cached if (cached.get("episodes"), cached.get("seed")) == (episodes, seed) else None  # type: ignore[no-any-return]
 
 
 def references(
