@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import inspect
+import math
 import warnings
 import zipfile
 from pathlib import Path
@@ -228,6 +229,19 @@ def test_expert_bc_snr_copies_the_expert_where_the_critic_says_nothing() -> None
         steep_scores, idx, steep.policy.get_distribution(obs), 0.2, steep.action_space, steep.device, 1e9, 1.0
     )
     assert terms["expert_bc_fraction"].item() == 0.0
+
+
+def test_expert_bc_margin_minus_inf_pulls_on_every_state() -> None:
+    obs = th.zeros(16, 3)
+    model = _noisy_twin_model(slope=50.0, expert_bc_coef=0.5, expert_bc_margin=-math.inf)
+    scores, _ = model._score_states(obs, obs)
+    distribution = model.policy.get_distribution(obs)
+    idx = th.arange(16)
+    every = surrogate_terms(scores, idx, distribution, 0.2, model.action_space, model.device, -math.inf)
+    chosen = surrogate_terms(scores, idx, distribution, 0.2, model.action_space, model.device, 3.0)
+    # a steep critic that finds what the expert does: no state beats the samples by 3 std, but -inf takes them all
+    assert chosen["expert_bc_fraction"].item() == 0.0
+    assert every["expert_bc_fraction"].item() == 1.0 and every["expert_bc"].item() > 0.1  # mean ~0 vs the expert's 0.5
 
 
 def test_expert_cap_gives_no_credit_for_beating_the_experts_own_action() -> None:
@@ -558,6 +572,7 @@ def test_unknown_hyperparameter_names_it_and_suggests() -> None:
         ("aggregation_reservoir", 2.5),
         ("rollin_deterministic", 1.5),
         ("expert_bc_coef", -1.0),
+        ("expert_bc_margin", float("nan")),
         ("clone_expert", "yes"),
         ("rl_switch", [5, 2]),
         ("rl_switch", -1),

@@ -123,7 +123,8 @@ class AggreVaTeD(PPO):
         action (the best-scored one) where its score beats the learner's expected score by more than
         ``expert_bc_margin`` standard deviations of the scores across actions; with two actions that gap is at most
         1.41 of them, so the default margin of 3 never applies there: use 0 or 1 (0: off)
-    :param expert_bc_margin: that margin, in standard deviations of the K samples' Q* at the state
+    :param expert_bc_margin: that margin, in standard deviations of the K samples' Q* at the state; ``-inf``:
+        every aggregated state (a pull toward the expert's action beside the policy gradient)
     :param expert_bc_snr: the behaviour-cloning term also applies on the states where the expert's critics do not
         agree which of the K samples is better: their signal-to-noise ratio (``train/critic_snr``, per state) is
         below this (0: off; needs an expert with several critics: SAC, TD3, TQC)
@@ -325,8 +326,8 @@ class AggreVaTeD(PPO):
             raise bad("rollin_deterministic", "a fraction of the envs in [0, 1]")
         if not float(self.expert_bc_coef) >= 0:
             raise bad("expert_bc_coef", "a number >= 0")
-        if not float(self.expert_bc_margin) >= 0:
-            raise bad("expert_bc_margin", "a number >= 0 (standard deviations of the samples' Q*)")
+        if math.isnan(float(self.expert_bc_margin)):
+            raise bad("expert_bc_margin", "a number (standard deviations of the samples' Q*; -inf: every state)")
         if not float(self.expert_bc_snr) >= 0:
             raise bad("expert_bc_snr", "a number >= 0 (a signal-to-noise ratio; 0: off)")
         if self.noise_floor not in (True, False):
