@@ -506,6 +506,60 @@ def test_reservoir_keeps_a_uniform_sample_of_the_evicted_states() -> None:
     assert abs(counts[:330].mean() - counts[-330:].mean()) < 0.005  # oldest and newest thirds: ~0.0202 each
 
 
+def test_fall_store_keeps_the_last_states_of_terminated_episodes_only() -> None:
+    buffer = StateAggregationBuffer(1, 2, (1,), (1,), falls=5, fall_steps=3, n_envs=2)
+    none, env0, env1 = np.array([False, False]), np.array([True, False]), np.array([False, True])
+    ends = {2: (none, env1), 4: (env0, none), 5: (env1, none)}  # step: (terminated, truncated)
+    for step in range(6):
+        labels = np.array([[10 * step], [10 * step + 1]], dtype=np.float32)  # 10 * step + env
+        buffer.add(labels, -labels)
+        buffer.episodes_ended(*ends.get(step, (none, none)))
+    learner_obs, expert_obs = buffer.get()
+    np.testing.assert_array_equal(learner_obs, -expert_obs)  # the two views stay paired
+    np.testing.assert_array_equal(learner_obs[:2, 0], [50, 51])  # the window: the latest step
+    # env 0 fell at step 4 (its last 3 states: 20, 30, 40); env 1's time limit at step 2 kept nothing; its fall at
+    # step 5 keeps the 3 states of its new episode (31, 41, 51), the 5-state store overwriting its oldest (20)
+    np.testing.assert_array_equal(learner_obs[2:, 0], [51, 30, 40, 31, 41])
+    assert buffer.n_falls == 2 and buffer.fall_size == 5
+
+
+def test_fall_store_is_rescored_beside_the_window() -> None:
+    """Episodes that terminate (here: after 5 steps) leave their last states in the store; Pendulum's time limit
+    does not count as a fall."""
+
+    last_three: list[np.ndarray] = []  # the states an episode's 3rd, 4th and 5th (last) actions were taken in
+
+    class FallsAfterFive(gym.Wrapper):
+        def reset(self, **kwargs: Any) -> Any:
+            self.steps = 0
+            return self.env.reset(**kwargs)
+
+        def step(self, action: Any) -> Any:
+            obs, reward, terminated, truncated, info = self.env.step(action)
+            self.steps += 1
+            if self.steps in (2, 3, 4):
+                last_three.append(obs)
+            return obs, reward, terminated or self.steps == 5, truncated, info
+
+    env = make_vec_env("Pendulum-v1", n_envs=2, seed=0, wrapper_class=FallsAfterFive)
+    model = AggreVaTeD(
+        "MlpPolicy", env, **{**SMALL, "aggregation_window": 1, "aggregation_falls": 64, "aggregation_fall_steps": 3},
+        expert=shared_expert("sac/Pendulum-v1_1"), seed=0, beta_init=0.0,
+    )  # fmt: skip
+    model.learn(8 * 2 * 2)  # 16 steps per env: 3 falls each
+    assert model._aggregation.n_falls == 6
+    assert model.logger.name_to_value["train/aggregated_falls"] == 6
+    assert model.logger.name_to_value["train/aggregated_states"] == 16 + 6 * 3
+    learner_obs, _ = model._aggregation.get()
+    expected = np.stack(last_three)
+    assert len(expected) == 18
+    np.testing.assert_array_equal(np.unique(learner_obs[16:], axis=0), np.unique(expected, axis=0))
+
+    plain = pendulum_model(aggregation_window=1, aggregation_falls=64)  # Pendulum alone ends only at its time limit
+    plain.learn(8 * 2 * 26)  # 208 steps per env: one truncation each
+    assert plain._aggregation.n_falls == 0 and plain.logger.name_to_value["train/aggregated_states"] == 16
+
+
 def test_std_floor_holds() -> None:
     model = pendulum_model(min_std=0.4, beta_init=0.0)
     with th.no_grad():
@@ -570,6 +624,8 @@ def test_unknown_hyperparameter_names_it_and_suggests() -> None:
         ("aggregation_window", 0),
         ("aggregation_reservoir", -1),
         ("aggregation_reservoir", 2.5),
+        ("aggregation_falls", -1),
+        ("aggregation_fall_steps", 0),
         ("rollin_deterministic", 1.5),
         ("expert_bc_coef", -1.0),
         ("expert_bc_margin", float("nan")),

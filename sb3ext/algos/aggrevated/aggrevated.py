@@ -110,6 +110,11 @@ class AggreVaTeD(PPO):
         iteration: a uniform sample of all of them (reservoir sampling), so that states recent roll-ins do not visit,
         such as the first steps of episodes longer than the window, are still trained on (0: none). Used by the
         estimators that re-score aggregated states (Q* experts, ``expert_policy``)
+    :param aggregation_falls: number of states that led to falls also re-scored at every iteration: the last
+        ``aggregation_fall_steps`` states of each episode that ends in a termination (not a time limit), first in
+        first out (0: none), so that a learner that rarely falls keeps training on how its falls begin after the
+        window has let them go. Same estimators as ``aggregation_reservoir``
+    :param aggregation_fall_steps: how many of a terminated episode's last states ``aggregation_falls`` keeps
     :param rollin_deterministic: fraction of the envs (the first ones) on which the learner's roll-in actions are
         its deterministic action (the distribution's mode, the one it is evaluated and deployed with) instead of a
         sample, so that the aggregated states include those the deterministic policy visits; the K scored samples
@@ -202,6 +207,8 @@ class AggreVaTeD(PPO):
         n_action_samples: int = 16,
         aggregation_window: int = 32,
         aggregation_reservoir: int = 0,
+        aggregation_falls: int = 0,
+        aggregation_fall_steps: int = 64,
         rollin_deterministic: float = 0.0,
         expert_bc_coef: float = 0.0,
         expert_bc_margin: float = 3.0,
@@ -265,6 +272,8 @@ class AggreVaTeD(PPO):
         self.n_action_samples = n_action_samples
         self.aggregation_window = aggregation_window
         self.aggregation_reservoir = aggregation_reservoir
+        self.aggregation_falls = aggregation_falls
+        self.aggregation_fall_steps = aggregation_fall_steps
         self.rollin_deterministic = rollin_deterministic
         self.expert_bc_coef = expert_bc_coef
         self.expert_bc_margin = expert_bc_margin
@@ -322,6 +331,10 @@ class AggreVaTeD(PPO):
             raise bad("aggregation_window", "an integer >= 1")
         if int(self.aggregation_reservoir) != self.aggregation_reservoir or self.aggregation_reservoir < 0:
             raise bad("aggregation_reservoir", "an integer >= 0")
+        if int(self.aggregation_falls) != self.aggregation_falls or self.aggregation_falls < 0:
+            raise bad("aggregation_falls", "an integer >= 0")
+        if int(self.aggregation_fall_steps) != self.aggregation_fall_steps or self.aggregation_fall_steps < 1:
+            raise bad("aggregation_fall_steps", "an integer >= 1")
         if not 0.0 <= float(self.rollin_deterministic) <= 1.0:
             raise bad("rollin_deterministic", "a fraction of the envs in [0, 1]")
         if not float(self.expert_bc_coef) >= 0:
@@ -429,6 +442,9 @@ class AggreVaTeD(PPO):
             self.observation_space.shape,  # type: ignore[arg-type]
             loaded.observation_space.shape,  # type: ignore[arg-type]
             reservoir=int(self.aggregation_reservoir),
+            falls=int(self.aggregation_falls),
+            fall_steps=int(self.aggregation_fall_steps),
+            n_envs=self.n_envs,
             rng=np.random.default_rng(None if self.seed is None else [self.seed, 1]),  # not the roll-in's stream
             learner_dtype=self.observation_space.dtype,
         )
@@ -792,6 +808,8 @@ class AggreVaTeD(PPO):
         if self._expert.ent_coef is not None:
             self.logger.record("train/expert_ent_coef", self._expert.ent_coef)
         self.logger.record("train/aggregated_states", n_states)
+        if self._aggregation is not None and self._aggregation.falls:
+            self.logger.record("train/aggregated_falls", self._aggregation.n_falls)
         self.logger.record(
             "train/explained_variance",
             explained_variance(self.rollout_buffer.values.flatten(), self.rollout_buffer.returns.flatten()),

@@ -20,6 +20,10 @@ class StateAggregationBuffer:
     states that recent roll-ins happen not to visit, such as the first steps of long episodes, which a window
     shorter than an episode holds only part of the time.
 
+    A third part keeps the states that led to falls: the last ``fall_steps`` states of every episode that ends in a
+    termination (not a time limit), first in first out, ``falls`` states in all. A learner that rarely falls visits
+    those states rarely, and the window lets them go after a few roll-ins.
+
     :param window: number of roll-ins kept
     :param states_per_rollout: states added per roll-in (``n_steps * n_envs``)
     :param learner_shape: shape of one learner observation
@@ -27,6 +31,9 @@ class StateAggregationBuffer:
     :param reservoir: number of older states kept (0: none)
     :param rng: the reservoir's random generator
     :param learner_dtype: dtype of the learner's observations (frames stay ``uint8``: a quarter of float32's memory)
+    :param falls: number of states before terminations kept (0: none)
+    :param fall_steps: how many of the last states of a terminated episode are kept
+    :param n_envs: number of envs (one history of recent states each; needed with ``falls``)
     """
 
     def __init__(
@@ -38,11 +45,16 @@ class StateAggregationBuffer:
         reservoir: int = 0,
         rng: np.random.Generator | None = None,
         learner_dtype: Any = np.float32,
+        falls: int = 0,
+        fall_steps: int = 64,
+        n_envs: int = 1,
     ):
         self.window = window
         self.capacity = window * states_per_rollout
         self.reservoir = reservoir
-        total = self.capacity + reservoir  # window in [0, capacity), reservoir in [capacity, total)
+        self.falls = falls
+        # window in [0, capacity), reservoir in [capacity, capacity + reservoir), falls after them
+        total = self.capacity + reservoir + falls
         self.learner_obs = np.zeros((total, *learner_shape), dtype=learner_dtype)
         self.expert_obs = np.zeros((total, *expert_shape), dtype=np.float32)
         self.pos = 0
@@ -50,6 +62,15 @@ class StateAggregationBuffer:
         self.reservoir_size = 0
         self.evicted = 0  # states that have left the window so far
         self._rng = rng if rng is not None else np.random.default_rng()
+        self.fall_pos = 0
+        self.fall_size = 0
+        self.n_falls = 0  # terminated episodes whose last states were kept
+        # per env, its latest `fall_steps` states (a ring shared by the envs, which step together)
+        history = fall_steps if falls else 0
+        self._recent_learner = np.zeros((history, n_envs, *learner_shape), dtype=learner_dtype)
+        self._recent_expert = np.zeros((history, n_envs, *expert_shape), dtype=np.float32)
+        self._recent_pos = 0
+        self._recent_count = np.zeros(n_envs, dtype=np.int64)  # states of the current episode in the ring
 
     def add(self, learner_obs: np.ndarray, expert_obs: np.ndarray) -> None:
         """Add a batch of states (one per env); the ones they replace in the window go to the reservoir."""
@@ -61,6 +82,35 @@ class StateAggregationBuffer:
         self.expert_obs[idx] = expert_obs
         self.pos = int((self.pos + n) % self.capacity)
         self.size = min(self.size + n, self.capacity)
+        if self.falls:
+            history = len(self._recent_learner)
+            self._recent_learner[self._recent_pos] = learner_obs
+            self._recent_expert[self._recent_pos] = expert_obs
+            self._recent_pos = (self._recent_pos + 1) % history
+            self._recent_count = np.minimum(self._recent_count + 1, history)
+
+    def episodes_ended(self, terminated: np.ndarray, truncated: np.ndarray) -> None:
+        """After a step: keep the latest states of the envs whose episode terminated; forget those of every ended one.
+
+        :param terminated: per env, whether its episode ended in a termination (a fall) at this step
+        :param truncated: per env, whether it ended at a time limit
+        """
+        if not self.falls:
+            return
+        history = len(self._recent_learner)
+        for env in np.flatnonzero(terminated):
+            count = int(self._recent_count[env])
+            rows = (self._recent_pos - count + np.arange(count)) % history  # oldest first
+            slots = (self.fall_pos + np.arange(count)) % self.falls
+            # a fall longer than the store: its last `falls` states win, as they would one at a time
+            slots, rows = slots[-self.falls :], rows[-self.falls :]
+            base = self.capacity + self.reservoir
+            self.learner_obs[base + slots] = self._recent_learner[rows, env]
+            self.expert_obs[base + slots] = self._recent_expert[rows, env]
+            self.fall_pos = int((self.fall_pos + count) % self.falls)
+            self.fall_size = min(self.fall_size + count, self.falls)
+            self.n_falls += 1
+        self._recent_count[np.asarray(terminated, dtype=bool) | np.asarray(truncated, dtype=bool)] = 0
 
     def _offer(self, idx: np.ndarray) -> None:
         """Algorithm R: the i-th evicted state (0-based) replaces a random slot with probability reservoir / (i + 1)."""
@@ -75,12 +125,15 @@ class StateAggregationBuffer:
         self.reservoir_size = min(self.evicted, self.reservoir)
 
     def get(self) -> tuple[np.ndarray, np.ndarray]:
-        """All stored states, window then reservoir: (learner observations, expert observations)."""
-        if self.reservoir_size == 0:
+        """All stored states, window, reservoir, then the states before falls: (learner observations, expert
+        observations)."""
+        if self.reservoir_size == 0 and self.fall_size == 0:
             return self.learner_obs[: self.size], self.expert_obs[: self.size]
-        if self.size == self.capacity and self.reservoir_size == self.reservoir:  # both full: no copy
+        full = self.size == self.capacity and self.reservoir_size == self.reservoir and self.fall_size == self.falls
+        if full:  # no copy
             return self.learner_obs, self.expert_obs
-        rows = np.r_[0 : self.size, self.capacity : self.capacity + self.reservoir_size]
+        falls = self.capacity + self.reservoir
+        rows = np.r_[0 : self.size, self.capacity : self.capacity + self.reservoir_size, falls : falls + self.fall_size]
         return self.learner_obs[rows], self.expert_obs[rows]
 
 

@@ -255,6 +255,9 @@ class RollIn:
         """Store r, s' and termination of one vectorised step, in the expert's view and reward scale (value-only);
         add the rewards to the episodes' returns; follow the env's state when the expert reads it."""
         next_states = self.states.step(dones, infos) if self.states is not None else None
+        if self.aggregation.falls:
+            truncated = np.array([bool(done and info.get("TimeLimit.truncated", False)) for done, info in zip(dones, infos)])
+            self.aggregation.episodes_ended(np.asarray(dones, dtype=bool) & ~truncated, truncated)
         vec_normalize = self.vec_normalize
         # a copy: SB3's time-limit bootstrap modifies `rewards` later
         raw_rewards = np.array(vec_normalize.get_original_reward() if vec_normalize is not None else rewards)
