@@ -255,30 +255,25 @@ class RollIn:
         """Store r, s' and termination of one vectorised step, in the expert's view and reward scale (value-only);
         add the rewards to the episodes' returns; follow the env's state when the expert reads it."""
         next_states = self.states.step(dones, infos) if self.states is not None else None
+        dones = np.asarray(dones, dtype=bool)
+        truncated = dones & np.array([bool(info.get("TimeLimit.truncated", False)) for info in infos])
+        terminated = dones & ~truncated  # V*(s') = 0; for the aggregation: a fall
         if self.aggregation.falls:
-            truncated = np.array([bool(done and info.get("TimeLimit.truncated", False)) for done, info in zip(dones, infos)])
-            self.aggregation.episodes_ended(np.asarray(dones, dtype=bool) & ~truncated, truncated)
+            self.aggregation.episodes_ended(terminated, truncated)
         vec_normalize = self.vec_normalize
         # a copy: SB3's time-limit bootstrap modifies `rewards` later
         raw_rewards = np.array(vec_normalize.get_original_reward() if vec_normalize is not None else rewards)
         if self.promised is not None:
-            self.promised.step(self.expert.normalize_reward(raw_rewards), np.asarray(dones, dtype=bool))
+            self.promised.step(self.expert.normalize_reward(raw_rewards), dones)
         if self.expert.kind != VALUE_ONLY:
             return
         next_obs = np.array(vec_normalize.get_original_obs() if vec_normalize is not None else new_obs)
         if next_states is not None:
             next_obs = next_states  # the last state of an ended episode included
-        terminated = np.zeros(len(dones), dtype=bool)
-        for idx, done in enumerate(dones):
-            if done:
-                terminated[idx] = not infos[idx].get("TimeLimit.truncated", False)
-                terminal = infos[idx].get("terminal_observation")
-                if terminal is not None and next_states is None:
-                    # VecNormalize normalises the terminal observation too: undo it (exact up to its clipping)
-                    next_obs[idx] = vec_normalize.unnormalize_obs(terminal) if vec_normalize is not None else terminal
-        self.record.add_step(
-            self.expert.normalize_reward(raw_rewards),
-            self.expert.normalize_obs(next_obs),
-            terminated,
-            np.asarray(dones, dtype=bool),
-        )
+        for idx in np.flatnonzero(dones):
+            terminal = infos[idx].get("terminal_observation")
+            if terminal is not None and next_states is None:
+                # VecNormalize normalises the terminal observation too: undo it (exact up to its clipping)
+                next_obs[idx] = vec_normalize.unnormalize_obs(terminal) if vec_normalize is not None else terminal
+        expert = self.expert
+        self.record.add_step(expert.normalize_reward(raw_rewards), expert.normalize_obs(next_obs), terminated, dones)
