@@ -258,8 +258,7 @@ class RollIn:
         dones = np.asarray(dones, dtype=bool)
         truncated = dones & np.array([bool(info.get("TimeLimit.truncated", False)) for info in infos])
         terminated = dones & ~truncated  # V*(s') = 0; for the aggregation: a fall
-        if self.aggregation.falls:
-            self.aggregation.episodes_ended(terminated, truncated)
+        self.aggregation.episodes_ended(terminated, truncated)  # a no-op without aggregation_falls
         vec_normalize = self.vec_normalize
         # a copy: SB3's time-limit bootstrap modifies `rewards` later
         raw_rewards = np.array(vec_normalize.get_original_reward() if vec_normalize is not None else rewards)
