@@ -25,6 +25,7 @@ from sb3ext.algos.aggrevated import AggreVaTeD
 from sb3ext.algos.aggrevated.aggrevated import expected_advantages, leave_one_out_advantages
 from sb3ext.algos.aggrevated.buffers import StateAggregationBuffer
 from sb3ext.algos.aggrevated.estimators import critic_signal_and_noise, surrogate_terms
+from sb3ext.algos.aggrevated.policies import PolicyAverage
 from sb3ext.algos.aggrevated.rollin import PromisedReturns
 from sb3ext.common.resources import hyperparams_path
 from sb3ext.experts import load_expert
@@ -568,6 +569,44 @@ def test_std_floor_holds() -> None:
     assert th.exp(model.policy.log_std).min().item() >= 0.4 * 2.0 - 1e-6  # fraction of Pendulum's half range 2
 
 
+def test_policy_average_moves_toward_the_iterate_it_keeps() -> None:
+    layer = th.nn.Linear(2, 1)
+    start = [p.detach().clone() for p in layer.parameters()]
+    average = PolicyAverage(0.25)
+    for step in (4.0, 4.0):  # two "iterations", each moving the raw iterate by +4
+        average.begin(layer)
+        with th.no_grad():
+            for p in layer.parameters():
+                p += step
+        average.end(layer)
+    # iterate: start + 8; average: start + 0.25 * 4 = start + 1, then + 0.25 * (8 - 1) = start + 2.75
+    for p, p0 in zip(layer.parameters(), start):
+        th.testing.assert_close(p.detach(), p0 + 2.75)
+    average.begin(layer)  # the optimizer steps the iterate, not the average
+    for p, p0 in zip(layer.parameters(), start):
+        th.testing.assert_close(p.detach(), p0 + 8.0)
+
+
+def test_policy_average_acts_between_iterations_and_is_saved(tmp_path: Path) -> None:
+    model = pendulum_model(policy_average=0.25)
+    before = [p.detach().clone() for p in model.policy.parameters()]
+    model.learn(8 * 2)  # one iteration
+    iterate = model._policy_average._iterate
+    assert not all(th.equal(i, b) for i, b in zip(iterate, before))
+    for p, b, i in zip(model.policy.parameters(), before, iterate):
+        th.testing.assert_close(p.detach(), b + 0.25 * (i - b))
+    assert model.logger.name_to_value["train/average_distance"] > 0
+    obs = np.zeros((3, 3), dtype=np.float32)
+    model.save(tmp_path / "model.zip")
+    loaded = AggreVaTeD.load(tmp_path / "model.zip")
+    np.testing.assert_array_equal(loaded.predict(obs, deterministic=True)[0], model.predict(obs, deterministic=True)[0])
+    # tau = 1: the average is the last iterate, the same run as without averaging
+    every = pendulum_model(policy_average=1.0).learn(8 * 2 * 3)
+    off = pendulum_model().learn(8 * 2 * 3)  # built after the first has learned: seeding resets torch's global stream
+    for a, b in zip(every.policy.parameters(), off.policy.parameters()):
+        th.testing.assert_close(a, b)
+
+
 def test_bound_penalty_pushes_the_mean_back_inside() -> None:
     env = make_vec_env("Pendulum-v1", n_envs=2, seed=0)
     expert = QuadraticExpert(env.observation_space, env.action_space, np.array([0.0], dtype=np.float32))
@@ -633,6 +672,7 @@ def test_unknown_hyperparameter_names_it_and_suggests() -> None:
         ("rl_switch", [5, 2]),
         ("rl_switch", -1),
         ("min_std", -1.0),
+        ("policy_average", 1.5),
         ("use_sde", True),
         ("value_estimator", "one_step"),
     ],

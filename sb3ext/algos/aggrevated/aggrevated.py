@@ -37,7 +37,7 @@ from sb3ext.algos.aggrevated.estimators import (
     make_estimator,
     surrogate_terms,
 )
-from sb3ext.algos.aggrevated.policies import CnnPolicy, MlpPolicy, distribution_and_values, to_channels_last
+from sb3ext.algos.aggrevated.policies import CnnPolicy, MlpPolicy, PolicyAverage, distribution_and_values, to_channels_last
 from sb3ext.algos.aggrevated.rollin import (
     BetaSchedule,
     PromisedReturns,
@@ -153,6 +153,12 @@ class AggreVaTeD(PPO):
     :param bound_coef: weight of the quadratic penalty on the Gaussian mean outside the action bounds
         (in the [-1, 1]-normalised action space); keeps the K samples from all clipping to one action
     :param min_std: floor on the Gaussian standard deviation, as a fraction of the half action range
+    :param policy_average: weight tau of the newest iterate in an exponential moving average of the policy's
+        parameters over imitation iterations, ``average += tau * (iterate - average)`` after each (0: off). The
+        average is what acts between iterations (roll-ins, evaluation, ``predict``) and what is saved; the optimizer
+        steps the raw iterate, kept beside it. A learner whose iterates scatter around the expert's level then
+        deploys their average. A saved model keeps only the average: training resumed from it starts its iterate
+        there. Imitation phase only (the RL phase goes on from the average)
     :param expert_obs_stats: when the learner's env is a ``VecNormalize`` that normalises observations and the expert
         brought its own frozen observation statistics for the same observations (e.g. a zoo PPO expert), the learner's
         running statistics start from a copy of the expert's (mean, variance and count) at the start of training,
@@ -220,6 +226,7 @@ class AggreVaTeD(PPO):
         per_state_normalization: bool | None = None,
         bound_coef: float = 1.0,
         min_std: float = 0.1,
+        policy_average: float = 0.0,
         expert_obs_stats: bool = True,
         rl_switch: int | list[int] | tuple[int, int] | None = None,
         expert_gae_lambda: float = 0.0,
@@ -285,6 +292,7 @@ class AggreVaTeD(PPO):
         self.per_state_normalization = per_state_normalization
         self.bound_coef = bound_coef
         self.min_std = min_std
+        self.policy_average = policy_average
         self.expert_obs_stats = expert_obs_stats
         # set once the learner's statistics have been started from the expert's (saved with the model: only once)
         self.obs_stats_from_expert = False
@@ -357,6 +365,8 @@ class AggreVaTeD(PPO):
             raise bad("bound_coef", "a number >= 0")
         if self.min_std < 0:
             raise bad("min_std", "a number >= 0")
+        if not 0.0 <= float(self.policy_average) <= 1.0:
+            raise bad("policy_average", "a number in [0, 1] (the newest iterate's weight; 0: off)")
         if self.expert_obs_stats not in (True, False):
             raise bad("expert_obs_stats", "True or False")
         if not 0.0 <= float(self.expert_gae_lambda) <= 1.0:
@@ -380,6 +390,7 @@ class AggreVaTeD(PPO):
         super()._setup_model()
         to_channels_last(self.policy)  # image policies on CPU: the same network, faster training passes
         self._mix_rng = np.random.default_rng(self.seed)
+        self._policy_average = PolicyAverage(float(self.policy_average)) if self.policy_average > 0 else None
         if self.switch_iteration is None and self.rl_switch is not None:
             if isinstance(self.rl_switch, (list, tuple)):
                 low, high = self.rl_switch
@@ -489,6 +500,7 @@ class AggreVaTeD(PPO):
             "_low_signal_seen",
             "_state_tracker",
             "_expert_reads_state",
+            "_policy_average",
         ]
 
     # ------------------------------------------------------------------ roll-in
@@ -647,6 +659,8 @@ class AggreVaTeD(PPO):
         """Update the policy: imitation (AggreVaTeD) iterations, then plain PPO once ``rl_switch`` is reached."""
         if self.in_rl_phase:
             self.logger.record("train/phase", 1)
+            if self._policy_average is not None:
+                self._policy_average.reset()  # PPO goes on from the average
             super().train()
             return
         self._train_imitation()
@@ -718,6 +732,8 @@ class AggreVaTeD(PPO):
         self.policy.set_training_mode(True)
         self._update_learning_rate(self.policy.optimizer)
         clip_range = self.clip_range(self._current_progress_remaining)  # type: ignore[operator]
+        if self._policy_average is not None:
+            self._policy_average.begin(self.policy)  # the raw iterate is sampled, scored and stepped
 
         estimator = self._estimator
         scoring_start = time.perf_counter()
@@ -794,6 +810,8 @@ class AggreVaTeD(PPO):
             if not continue_training:
                 break
 
+        if self._policy_average is not None:
+            self.logger.record("train/average_distance", self._policy_average.end(self.policy))
         timings["update_s"] = time.perf_counter() - update_start
         for key, seconds in timings.items():
             self.logger.record(f"time/{key}", seconds)

@@ -86,3 +86,51 @@ def _channels_last_input(module: th.nn.Module, args: tuple[Any, ...]) -> tuple[A
         return args
     four_d = (isinstance(a, th.Tensor) and a.dim() == 4 for a in args)
     return tuple(a.contiguous(memory_format=th.channels_last) if nhwc else a for a, nhwc in zip(args, four_d))
+
+
+class PolicyAverage:
+    """An exponential moving average of a policy's parameters over training iterations, held in the policy itself.
+
+    Between iterations the policy's parameters are the average: it is what rolls in, is evaluated, predicts and is
+    saved. During an iteration they are the raw iterate that the optimizer steps (kept here in between, so that
+    Adam's moments keep following it): ``begin`` swaps the iterate in, ``end`` keeps it and writes
+    ``average + tau * (iterate - average)`` back. Before the first iteration (and after a load, which saves only
+    the average) the iterate starts from the average.
+
+    :param tau: weight of the newest iterate, in (0, 1] (1: the average is the last iterate)
+    """
+
+    def __init__(self, tau: float):
+        self.tau = tau
+        self._iterate: list[th.Tensor] | None = None
+        self._average: list[th.Tensor] | None = None
+
+    @th.no_grad()
+    def begin(self, policy: th.nn.Module) -> None:
+        """Keep the average and put the raw iterate into the policy's parameters."""
+        params = list(policy.parameters())
+        self._average = [p.detach().clone() for p in params]
+        for param, iterate in zip(params, self._iterate or ()):
+            param.copy_(iterate)
+
+    @th.no_grad()
+    def end(self, policy: th.nn.Module) -> float:
+        """Keep the raw iterate, move the average toward it and put the average into the policy's parameters.
+
+        :return: the distance between the iterate and the new average (L2 over all parameters)
+        """
+        assert self._average is not None, "end() without begin()"
+        params = list(policy.parameters())
+        self._iterate = [p.detach().clone() for p in params]
+        squared = th.zeros((), device=params[0].device)
+        for param, average, iterate in zip(params, self._average, self._iterate):
+            average.lerp_(iterate, self.tau)
+            param.copy_(average)
+            squared += (iterate - average).pow(2).sum()
+        self._average = None
+        return float(squared.sqrt())
+
+    def reset(self) -> None:
+        """Forget the iterate: the policy's parameters (the average) are where training goes on from."""
+        self._iterate = None
+        self._average = None
