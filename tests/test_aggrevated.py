@@ -23,7 +23,7 @@ from stable_baselines3.common.vec_env import VecNormalize
 
 from sb3ext.algos.aggrevated import AggreVaTeD
 from sb3ext.algos.aggrevated.aggrevated import expected_advantages, leave_one_out_advantages
-from sb3ext.algos.aggrevated.buffers import StateAggregationBuffer
+from sb3ext.algos.aggrevated.buffers import ExpertActionMemory, StateAggregationBuffer
 from sb3ext.algos.aggrevated.estimators import critic_signal_and_noise, surrogate_terms
 from sb3ext.algos.aggrevated.policies import PolicyAverage
 from sb3ext.algos.aggrevated.rollin import PromisedReturns
@@ -524,6 +524,78 @@ def test_fall_store_keeps_the_last_states_of_terminated_episodes_only() -> None:
     assert buffer.n_falls == 2 and buffer.fall_size == 5
 
 
+def test_expert_action_memory_keeps_every_state_then_a_uniform_sample() -> None:
+    memory = ExpertActionMemory(50, (1,), (1,), rng=np.random.default_rng(0))
+    for batch in range(5):  # 40 states: all kept, in order
+        labels = np.arange(batch * 8, batch * 8 + 8, dtype=np.float32).reshape(-1, 1)
+        memory.add(labels, -labels)
+    obs, actions = memory.stored()
+    np.testing.assert_array_equal(obs[:, 0], np.arange(40))
+    np.testing.assert_array_equal(actions, -obs)
+    kept = []
+    for trial in range(300):
+        memory = ExpertActionMemory(50, (1,), (1,), rng=np.random.default_rng(trial))
+        for batch in range(125):  # 1,000 states offered, 50 kept
+            labels = np.arange(batch * 8, batch * 8 + 8, dtype=np.float32).reshape(-1, 1)
+            memory.add(labels, -labels)
+        obs, actions = memory.stored()
+        np.testing.assert_array_equal(actions, -obs)  # each state keeps its own action
+        assert memory.size == 50 and memory.seen == 1000 and len(np.unique(obs)) == 50
+        kept.append(obs[:, 0])
+    # uniform over the whole stream: mean 499.5 (std of this mean ~2); the first or the last 50 would give 25 or 975
+    assert abs(np.concatenate(kept).mean() - 499.5) < 15
+
+
+def test_expert_bc_memory_keeps_the_experts_action_at_every_visited_state() -> None:
+    for env_id, name in (("Pendulum-v1", "sac/Pendulum-v1_1"), ("CartPole-v1", "dqn/CartPole-v1_1")):
+        env = make_vec_env(env_id, n_envs=2, seed=0)
+        expert = load_expert(shared_expert(name))
+        model = AggreVaTeD("MlpPolicy", env, expert=expert, seed=0, expert_bc_coef=1.0, expert_bc_memory=1000, **SMALL)
+        model.learn(16 * 6)  # 96 states; the window holds 64
+        obs, actions = model._bc_memory.stored()
+        assert len(obs) == 96 and len(np.unique(obs, axis=0)) == 96
+        # neither env normalises its observations: the learner's and the expert's views are the same numbers
+        np.testing.assert_allclose(actions.reshape(96, -1), np.asarray(expert.act(obs)).reshape(96, -1), atol=1e-5)
+        logged = model.logger.name_to_value
+        assert logged["train/bc_memory_states"] == 96 and logged["train/expert_bc_memory"] > 0
+
+
+def test_expert_bc_memory_pulls_the_learner_on_the_states_it_remembers() -> None:
+    """States the roll-ins do not visit still pull: an expert that pushes +1.5 everywhere, and 500 remembered copies
+    of one state off the states Pendulum visits, labelled -1.5, where the cloning learner then pushes -1.5; without
+    the memory, the same learner pushes there as it does elsewhere (0.5-1.9 on seeds 0-7)."""
+    env = make_vec_env("Pendulum-v1", n_envs=2, seed=0)
+    expert = QuadraticExpert(env.observation_space, env.action_space, np.array([1.5], dtype=np.float32))
+    state = np.zeros((1, 3), dtype=np.float32)  # (cos, sin) = (0, 0): not a pendulum's angle
+    settings = {
+        **SMALL,
+        "aggregation_window": 1,
+        "n_epochs": 10,
+        "learning_rate": 1e-2,
+        "policy_kwargs": dict(net_arch=[64, 64]),
+    }
+    means = {}
+    for memory in (0, 2000):
+        model = AggreVaTeD(
+            "MlpPolicy", env, expert=expert, seed=0, beta_init=0.0, clone_expert=True, expert_bc_memory=memory, **settings
+        )
+        if memory:
+            model._bc_memory.add(np.repeat(state, 500, axis=0), np.full((500, 1), -1.5, dtype=np.float32))
+        model.learn(16 * 10)
+        means[memory] = model.policy.get_distribution(th.as_tensor(state)).distribution.mean.item()
+    assert abs(means[2000] - (-1.5)) < 0.3 and means[0] > 0, means  # seeds 0-7: within 0.07 with it, above 0.5 without
+
+
+def test_expert_bc_memory_needs_a_weight_and_the_experts_actions() -> None:
+    with pytest.raises(ValueError, match=r"invalid expert_bc_memory=100; allowed: 0 here: .*expert_bc_coef, which is 0"):
+        pendulum_model(expert_bc_memory=100)
+    pendulum_model(expert_bc_memory=100, clone_expert=True)  # cloning weighs it by 1
+    env = make_vec_env("BipedalWalker-v3", n_envs=2, seed=0)
+    with pytest.raises(ValueError, match=r"invalid expert_bc_memory=100; allowed: 0 with value_estimator 'td'"):
+        AggreVaTeD("MlpPolicy", env, expert=shared_expert("ppo/BipedalWalker-v3_1"), value_estimator="td",
+                   expert_bc_coef=1.0, expert_bc_memory=100, **SMALL)  # fmt: skip
+
+
 def test_fall_store_is_rescored_beside_the_window() -> None:
     """Episodes that terminate (here: after 5 steps) leave their last states in the store; Pendulum's time limit
     does not count as a fall."""
@@ -668,6 +740,8 @@ def test_unknown_hyperparameter_names_it_and_suggests() -> None:
         ("rollin_deterministic", 1.5),
         ("expert_bc_coef", -1.0),
         ("expert_bc_margin", float("nan")),
+        ("expert_bc_memory", -1),
+        ("expert_bc_memory", 2.5),
         ("clone_expert", "yes"),
         ("rl_switch", [5, 2]),
         ("rl_switch", -1),

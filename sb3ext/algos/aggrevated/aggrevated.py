@@ -23,7 +23,7 @@ from stable_baselines3.common.utils import explained_variance, obs_as_tensor
 from stable_baselines3.common.vec_env import VecEnv
 from torch.nn import functional as F
 
-from sb3ext.algos.aggrevated.buffers import RollInRecord, StateAggregationBuffer
+from sb3ext.algos.aggrevated.buffers import ExpertActionMemory, RollInRecord, StateAggregationBuffer
 from sb3ext.algos.aggrevated.critic import CriticSettings
 from sb3ext.algos.aggrevated.estimators import (
     VALUE_ESTIMATORS,
@@ -33,9 +33,11 @@ from sb3ext.algos.aggrevated.estimators import (
     ValueOnlyEstimator,
     _QEstimator,
     expected_advantages,
+    expert_action_loss,
     leave_one_out_advantages,
     make_estimator,
     surrogate_terms,
+    torch_distribution,
 )
 from sb3ext.algos.aggrevated.policies import CnnPolicy, MlpPolicy, PolicyAverage, distribution_and_values, to_channels_last
 from sb3ext.algos.aggrevated.rollin import (
@@ -130,6 +132,15 @@ class AggreVaTeD(PPO):
         1.41 of them, so the default margin of 3 never applies there: use 0 or 1 (0: off)
     :param expert_bc_margin: that margin, in standard deviations of the K samples' Q* at the state; ``-inf``:
         every aggregated state (a pull toward the expert's action beside the policy gradient)
+    :param expert_bc_memory: the pull toward the expert's action also applies on a memory of the states the
+        roll-ins have visited, up to this many (all of them while there is room, then a uniform sample: DAgger's
+        aggregation), beside the aggregated states: every minibatch adds the same term (Box: the squared distance of
+        the Gaussian mean to the expert's action in half action ranges; Discrete: the cross-entropy with the
+        expert's action) on as many states drawn from the memory, weighted by ``expert_bc_coef`` (by at least 1
+        while cloning, see ``clone_expert`` and ``low_signal_fallback``). The expert's action is queried once per
+        state, when it is visited; the memory is not re-scored. The aggregated states are only the recent ones,
+        and a pull on them alone fits the expert's actions where the learner is now, forgetting where it was
+        (0: off; Q* experts, or a value-only one with ``value_estimator`` ``expert_policy``)
     :param expert_bc_snr: the behaviour-cloning term also applies on the states where the expert's critics do not
         agree which of the K samples is better: their signal-to-noise ratio (``train/critic_snr``, per state) is
         below this (0: off; needs an expert with several critics: SAC, TD3, TQC)
@@ -219,6 +230,7 @@ class AggreVaTeD(PPO):
         expert_bc_coef: float = 0.0,
         expert_bc_margin: float = 3.0,
         expert_bc_snr: float = 0.0,
+        expert_bc_memory: int = 0,
         noise_floor: bool = False,
         expert_cap: bool = False,
         low_signal_fallback: bool = False,
@@ -285,6 +297,7 @@ class AggreVaTeD(PPO):
         self.expert_bc_coef = expert_bc_coef
         self.expert_bc_margin = expert_bc_margin
         self.expert_bc_snr = expert_bc_snr
+        self.expert_bc_memory = expert_bc_memory
         self.noise_floor = noise_floor
         self.expert_cap = expert_cap
         self.low_signal_fallback = low_signal_fallback
@@ -306,6 +319,7 @@ class AggreVaTeD(PPO):
         self.switch_iteration: int | None = None
         self._expert: Expert | None = None
         self._aggregation: StateAggregationBuffer | None = None
+        self._bc_memory: ExpertActionMemory | None = None
         self._estimator: Estimator | None = None
         self._rollin_record = RollInRecord()
         self._promised: PromisedReturns | None = None  # roll-in returns against V*(s0) (train/return_shortfall)
@@ -351,6 +365,14 @@ class AggreVaTeD(PPO):
             raise bad("expert_bc_margin", "a number (standard deviations of the samples' Q*; -inf: every state)")
         if not float(self.expert_bc_snr) >= 0:
             raise bad("expert_bc_snr", "a number >= 0 (a signal-to-noise ratio; 0: off)")
+        if int(self.expert_bc_memory) != self.expert_bc_memory or self.expert_bc_memory < 0:
+            raise bad("expert_bc_memory", "an integer >= 0 (a number of states; 0: off)")
+        if self.expert_bc_memory and not (float(self.expert_bc_coef) > 0 or self.clone_expert or self.low_signal_fallback):
+            raise bad(
+                "expert_bc_memory",
+                "0 here: the memory's term is weighted by expert_bc_coef, which is 0, and neither clone_expert nor "
+                "low_signal_fallback clones the expert; set expert_bc_coef > 0",
+            )
         if self.noise_floor not in (True, False):
             raise bad("noise_floor", "True or False")
         if self.expert_cap not in (True, False):
@@ -447,6 +469,12 @@ class AggreVaTeD(PPO):
                 f"False with value_estimator {self.value_estimator!r} (it does not query the expert's actions at the "
                 "aggregated states); a value-only expert clones with 'expert_policy'",
             )  # fmt: skip
+        if self.expert_bc_memory and isinstance(self._estimator, (ValueOnlyEstimator, LearnedQEstimator)):
+            raise invalid(
+                "AggreVaTeD", "expert_bc_memory", self.expert_bc_memory,
+                f"0 with value_estimator {self.value_estimator!r} (the pull needs the expert's actions; a value-only "
+                "expert gives them with 'expert_policy')",
+            )  # fmt: skip
         self._aggregation = StateAggregationBuffer(
             self.aggregation_window,
             self.n_steps * self.n_envs,
@@ -459,6 +487,17 @@ class AggreVaTeD(PPO):
             rng=np.random.default_rng(None if self.seed is None else [self.seed, 1]),  # not the roll-in's stream
             learner_dtype=self.observation_space.dtype,
         )
+        self._bc_memory = None
+        if self.expert_bc_memory:
+            discrete = isinstance(self.action_space, spaces.Discrete)
+            self._bc_memory = ExpertActionMemory(
+                int(self.expert_bc_memory),
+                self.observation_space.shape,  # type: ignore[arg-type]
+                () if discrete else self.action_space.shape,  # type: ignore[arg-type]
+                rng=np.random.default_rng(None if self.seed is None else [self.seed, 2]),  # its own stream
+                learner_dtype=self.observation_space.dtype,
+                action_dtype=np.int64 if discrete else np.float32,
+            )
 
     def set_expert(self, expert: str | os.PathLike[str] | Expert) -> None:
         """Attach (or replace) the expert of a model, e.g. after ``AggreVaTeD.load(path)``."""
@@ -491,6 +530,7 @@ class AggreVaTeD(PPO):
             "expert",
             "_expert",
             "_aggregation",
+            "_bc_memory",
             "_mix_rng",
             "_estimator",
             "_rollin_record",
@@ -539,7 +579,7 @@ class AggreVaTeD(PPO):
             rollin = RollIn(self._expert, beta, self._mix_rng, self._aggregation, self._rollin_record,
                             self.get_vec_normalize_env(), learner_mode,
                             self._state_tracker if self._expert_reads_state else None,
-                            observation_normalizer(self.env), self._promised_returns(env))  # fmt: skip
+                            observation_normalizer(self.env), self._promised_returns(env), self._bc_memory)  # fmt: skip
 
         callback.on_rollout_start()
 
@@ -678,6 +718,15 @@ class AggreVaTeD(PPO):
         assert isinstance(self._estimator, ValueOnlyEstimator)
         return self._estimator.samples(self._rollin_record.arrays(), self.rollout_buffer)
 
+    def _memory_bc_loss(self, memory: ExpertActionMemory, view: Any) -> th.Tensor:
+        """``expert_bc_memory``: the pull toward the expert's action on a minibatch drawn from the visited states."""
+        idx = th.randint(memory.size, (min(self.batch_size, memory.size),)).numpy()
+        learner_obs, expert_actions = memory.stored()
+        obs = learner_obs[idx] if view is None else view(learner_obs[idx])
+        distribution = self.policy.get_distribution(th.as_tensor(obs, device=self.device))
+        target = th.as_tensor(expert_actions[idx], device=self.device)
+        return expert_action_loss(torch_distribution(distribution), target, self.action_space).mean()
+
     def _log_std_floor(self) -> th.Tensor | None:
         """log(min_std * half action range) for the policy's state-independent log-std, if it has one."""
         log_std = getattr(self.policy, "log_std", None)
@@ -766,6 +815,8 @@ class AggreVaTeD(PPO):
         bc_coef = max(float(self.expert_bc_coef), 1.0) if imitate else float(self.expert_bc_coef)
         bc_margin = -math.inf if imitate else (float(self.expert_bc_margin) if bc_coef > 0 else None)
         policy_coef = 0.0 if imitate else 1.0
+        memory = self._bc_memory if self._bc_memory is not None and self._bc_memory.size and bc_coef > 0 else None
+        memory_losses: list[th.Tensor] = []
         value_losses: list[th.Tensor] = []
         gradient_groups = actor_critic_parameters(self.policy)
         log_std_floor = self._log_std_floor()
@@ -793,6 +844,10 @@ class AggreVaTeD(PPO):
                     + bc_coef * terms["expert_bc"]
                     + self.vf_coef * value_loss
                 )
+                if memory is not None:
+                    memory_loss = self._memory_bc_loss(memory, view)
+                    loss = loss + bc_coef * memory_loss
+                    memory_losses.append(memory_loss.detach())
                 self.policy.optimizer.zero_grad()
                 loss.backward()
                 # Clip the actor's and the critic's gradients separately: the value loss is on the env's
@@ -820,6 +875,10 @@ class AggreVaTeD(PPO):
                 self.logger.record(f"train/{key}", th.stack(values_list).mean().item())
         if value_losses:
             self.logger.record("train/value_loss", th.stack(value_losses).mean().item())
+        if memory is not None:
+            self.logger.record("train/bc_memory_states", memory.size)
+            if memory_losses:
+                self.logger.record("train/expert_bc_memory", th.stack(memory_losses).mean().item())
         for key, value in stats.items():
             self.logger.record(f"train/{key}", float(value))
         self.logger.record("train/low_signal_imitation", float(imitate))

@@ -1,10 +1,22 @@
-"""AggreVaTeD's buffers: the aggregated states (Q* experts) and the latest roll-in's transitions (value-only experts)."""
+"""AggreVaTeD's buffers: the aggregated states (Q* experts), the visited states with the expert's actions there
+(``expert_bc_memory``) and the latest roll-in's transitions (value-only experts)."""
 
 from __future__ import annotations
 
 from typing import Any, NamedTuple
 
 import numpy as np
+
+
+def reservoir_slots(seen: int, n: int, capacity: int, rng: np.random.Generator) -> np.ndarray:
+    """Algorithm R for a batch: where the next ``n`` items (after ``seen`` so far) go in a reservoir of ``capacity``.
+
+    The i-th item (0-based, over the whole stream) takes slot i while the reservoir fills, then replaces a random slot
+    with probability ``capacity / (i + 1)``. A slot ``>= capacity`` means the item is dropped. Applied in order, a
+    later item of the batch drawing the same slot wins, as it would one at a time.
+    """
+    index = seen + np.arange(n)
+    return np.where(index < capacity, index, rng.integers(0, index + 1))
 
 
 class StateAggregationBuffer:
@@ -113,9 +125,8 @@ class StateAggregationBuffer:
         self._recent_count[np.asarray(terminated, dtype=bool) | np.asarray(truncated, dtype=bool)] = 0
 
     def _offer(self, idx: np.ndarray) -> None:
-        """Algorithm R: the i-th evicted state (0-based) replaces a random slot with probability reservoir / (i + 1)."""
-        seen = self.evicted + np.arange(len(idx))
-        slots = np.where(seen < self.reservoir, seen, self._rng.integers(0, seen + 1))
+        """Algorithm R over the evicted states (see :func:`reservoir_slots`)."""
+        slots = reservoir_slots(self.evicted, len(idx), self.reservoir, self._rng)
         keep = slots < self.reservoir
         # a later state of this batch drawing the same slot wins, as it would one at a time
         target = self.capacity + slots[keep]
@@ -135,6 +146,52 @@ class StateAggregationBuffer:
         falls = self.capacity + self.reservoir
         rows = np.r_[0 : self.size, self.capacity : self.capacity + self.reservoir_size, falls : falls + self.fall_size]
         return self.learner_obs[rows], self.expert_obs[rows]
+
+
+class ExpertActionMemory:
+    """States the roll-ins visited, with the expert's action at each: what ``expert_bc_memory`` pulls the learner to.
+
+    DAgger's aggregation: every visited state while there is room, then a uniform sample of all of them (reservoir
+    sampling, as :class:`StateAggregationBuffer`'s reservoir). The expert's action is queried once, when the state is
+    visited (a fixed expert's action at a state does not change), so the memory is never re-scored.
+
+    :param capacity: number of states kept
+    :param learner_shape: shape of one learner observation
+    :param action_shape: shape of one action
+    :param rng: the reservoir's random generator
+    :param learner_dtype: dtype of the learner's observations
+    :param action_dtype: dtype of the expert's actions (int64 for discrete actions)
+    """
+
+    def __init__(
+        self,
+        capacity: int,
+        learner_shape: tuple[int, ...],
+        action_shape: tuple[int, ...],
+        rng: np.random.Generator | None = None,
+        learner_dtype: Any = np.float32,
+        action_dtype: Any = np.float32,
+    ):
+        self.capacity = capacity
+        self.learner_obs = np.zeros((capacity, *learner_shape), dtype=learner_dtype)
+        self.expert_actions = np.zeros((capacity, *action_shape), dtype=action_dtype)
+        self.seen = 0  # states offered so far
+        self.size = 0
+        self._rng = rng if rng is not None else np.random.default_rng()
+
+    def add(self, learner_obs: np.ndarray, expert_actions: np.ndarray) -> None:
+        """Offer a batch of states (one per env) and the expert's actions there."""
+        n = len(learner_obs)
+        slots = reservoir_slots(self.seen, n, self.capacity, self._rng)
+        keep = slots < self.capacity
+        self.learner_obs[slots[keep]] = learner_obs[keep]
+        self.expert_actions[slots[keep]] = np.asarray(expert_actions).reshape(n, *self.expert_actions.shape[1:])[keep]
+        self.seen += n
+        self.size = min(self.seen, self.capacity)
+
+    def stored(self) -> tuple[np.ndarray, np.ndarray]:
+        """The stored states and the expert's actions there (views, no copy)."""
+        return self.learner_obs[: self.size], self.expert_actions[: self.size]
 
 
 class RollInArrays(NamedTuple):

@@ -515,6 +515,27 @@ def make_estimator(
     raise ValueError(f"invalid value_estimator={value_estimator!r}; allowed: {', '.join(map(repr, VALUE_ESTIMATORS))}")
 
 
+def unit_actions(actions: th.Tensor, action_space: spaces.Box) -> th.Tensor:
+    """Box actions mapped to [-1, 1] per dimension (the action box's half ranges)."""
+    low = th.as_tensor(action_space.low, device=actions.device)
+    high = th.as_tensor(action_space.high, device=actions.device)
+    return 2.0 * (actions - low) / (high - low) - 1.0
+
+
+def expert_action_loss(torch_dist: Any, expert_actions: th.Tensor, action_space: spaces.Space) -> th.Tensor:
+    """Per state, how far the learner is from the expert's action: Box, the squared distance of the Gaussian mean
+    to the action (clipped to the box), in half action ranges, averaged over dimensions; Discrete, the
+    cross-entropy with the action."""
+    if isinstance(action_space, spaces.Discrete):
+        log_probs = torch_dist.logits.log_softmax(dim=-1)
+        return -log_probs.gather(-1, expert_actions.long().reshape(-1, 1)).squeeze(-1)
+    assert isinstance(action_space, spaces.Box)
+    low = th.as_tensor(action_space.low, device=expert_actions.device)
+    high = th.as_tensor(action_space.high, device=expert_actions.device)
+    target = unit_actions(expert_actions.clamp(low, high), action_space)
+    return ((unit_actions(torch_dist.mean, action_space) - target) ** 2).mean(dim=-1)
+
+
 def surrogate_terms(
     scores: Scores,
     idx: th.Tensor,
@@ -556,8 +577,7 @@ def surrogate_terms(
             best = q.max(dim=-1)
             gap_z = (best.values - (probs_old * q).sum(dim=-1)) / (q.std(dim=-1) + 1e-6)
             weight = (gap_z > expert_bc_margin).float()
-            nll = -log_probs.gather(-1, best.indices[:, None]).squeeze(-1)
-            expert_bc = (weight * nll).mean()
+            expert_bc = (weight * expert_action_loss(torch_dist, best.indices, action_space)).mean()
             expert_bc_fraction = weight.mean()
     else:
         actions = scores.actions[:, idx]
@@ -572,21 +592,14 @@ def surrogate_terms(
         fraction = clip_fraction(ratio, clip_range)
         kl = approx_kl(log_ratio)
         if isinstance(action_space, spaces.Box):
-            low = th.as_tensor(action_space.low, device=device)
-            high = th.as_tensor(action_space.high, device=device)
-
-            def unit(action: th.Tensor) -> th.Tensor:  # the action box mapped to [-1, 1]
-                return 2.0 * (action - low) / (high - low) - 1.0
-
-            normalized_mean = unit(torch_dist.mean)
+            normalized_mean = unit_actions(torch_dist.mean, action_space)
             bound_penalty = (F.relu(normalized_mean.abs() - 1.0) ** 2).sum(dim=-1).mean()
             if expert_bc_margin is not None and scores.expert_actions is not None and scores.expert_gap_z is not None:
                 chosen = scores.expert_gap_z[idx] > expert_bc_margin
                 if expert_bc_snr > 0 and scores.signal_to_noise is not None:
                     chosen = chosen | (scores.signal_to_noise[idx] < expert_bc_snr)
                 weight = chosen.float()
-                target = unit(scores.expert_actions[idx].clamp(low, high))
-                expert_bc = (weight * ((normalized_mean - target) ** 2).mean(dim=-1)).mean()
+                expert_bc = (weight * expert_action_loss(torch_dist, scores.expert_actions[idx], action_space)).mean()
                 expert_bc_fraction = weight.mean()
     entropy = distribution.entropy()
     entropy_loss = -th.mean(entropy) if entropy is not None else th.zeros((), device=device)

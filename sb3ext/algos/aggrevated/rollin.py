@@ -21,7 +21,7 @@ import torch as th
 from gymnasium import spaces
 from stable_baselines3.common.vec_env import VecEnv, VecNormalize
 
-from sb3ext.algos.aggrevated.buffers import RollInRecord, StateAggregationBuffer
+from sb3ext.algos.aggrevated.buffers import ExpertActionMemory, RollInRecord, StateAggregationBuffer
 from sb3ext.common.expert_state import STATE_KEY, StateTracker, state_space_of
 from sb3ext.experts import Q_CONTINUOUS, Q_DISCRETE, VALUE_ONLY, Expert
 from sb3ext.experts.expert import describe_space, spaces_match
@@ -170,6 +170,8 @@ class RollIn:
     :param states: where the expert observes the env's ``info["state"]`` instead of the learner's observation
         (``sb3ext.common.expert_state``): the tracker of those states; None: the expert reads the observation
     :param promised: the episodes' returns against V*(s0), updated here (None: not tracked)
+    :param memory: every visited state also goes here, with the expert's action at it (``expert_bc_memory``; None:
+        no memory)
     """
 
     def __init__(
@@ -184,8 +186,10 @@ class RollIn:
         states: StateTracker | None = None,
         learner_normalizer: VecNormalize | None = None,
         promised: PromisedReturns | None = None,
+        memory: ExpertActionMemory | None = None,
     ):
         self.expert = expert
+        self.memory = memory
         self.promised = promised
         self.learner_normalizer = learner_normalizer
         self.states = states
@@ -237,10 +241,16 @@ class RollIn:
             mode = distribution.mode().cpu().numpy().reshape(actions.shape)
             actions = np.where(self.learner_mode.reshape(per_env), mode, actions)
             changed = True
-        if use_expert.any():
+        expert_actions = None
+        if self.memory is not None or use_expert.any():  # one query serves both
             start = time.perf_counter()
             expert_actions = expert.act(expert_obs)
             self.expert_seconds += time.perf_counter() - start
+        if self.memory is not None:
+            assert expert_actions is not None
+            self.memory.add(learner_obs, expert_actions)
+        if use_expert.any():
+            assert expert_actions is not None
             actions = np.where(use_expert.reshape(per_env), expert_actions.reshape(actions.shape), actions)
             self.n_expert_actions += int(use_expert.sum())
             changed = True
