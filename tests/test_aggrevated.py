@@ -590,6 +590,11 @@ def test_expert_bc_memory_needs_a_weight_and_the_experts_actions() -> None:
     with pytest.raises(ValueError, match=r"invalid expert_bc_memory=100; allowed: 0 here: .*expert_bc_coef, which is 0"):
         pendulum_model(expert_bc_memory=100)
     pendulum_model(expert_bc_memory=100, clone_expert=True)  # cloning weighs it by 1
+    pendulum_model(expert_bc_memory=100, expert_bc_memory_coef=2.0)  # a weight of its own
+    for coef, used in ((None, True), (0.0, False), (3.0, True)):  # weighted by 0: not drawn from
+        model = pendulum_model(expert_bc_memory=100, clone_expert=True, expert_bc_memory_coef=coef)
+        model.learn(16)
+        assert ("train/expert_bc_memory" in model.logger.name_to_value) == used, coef
     env = make_vec_env("BipedalWalker-v3", n_envs=2, seed=0)
     with pytest.raises(ValueError, match=r"invalid expert_bc_memory=100; allowed: 0 with value_estimator 'td'"):
         AggreVaTeD("MlpPolicy", env, expert=shared_expert("ppo/BipedalWalker-v3_1"), value_estimator="td",
@@ -742,6 +747,7 @@ def test_unknown_hyperparameter_names_it_and_suggests() -> None:
         ("expert_bc_margin", float("nan")),
         ("expert_bc_memory", -1),
         ("expert_bc_memory", 2.5),
+        ("expert_bc_memory_coef", -1.0),
         ("clone_expert", "yes"),
         ("rl_switch", [5, 2]),
         ("rl_switch", -1),

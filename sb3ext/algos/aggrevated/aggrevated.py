@@ -136,11 +136,13 @@ class AggreVaTeD(PPO):
         roll-ins have visited, up to this many (all of them while there is room, then a uniform sample: DAgger's
         aggregation), beside the aggregated states: every minibatch adds the same term (Box: the squared distance of
         the Gaussian mean to the expert's action in half action ranges; Discrete: the cross-entropy with the
-        expert's action) on as many states drawn from the memory, weighted by ``expert_bc_coef`` (by at least 1
-        while cloning, see ``clone_expert`` and ``low_signal_fallback``). The expert's action is queried once per
-        state, when it is visited; the memory is not re-scored. The aggregated states are only the recent ones,
-        and a pull on them alone fits the expert's actions where the learner is now, forgetting where it was
-        (0: off; Q* experts, or a value-only one with ``value_estimator`` ``expert_policy``)
+        expert's action) on as many states drawn from the memory, weighted by ``expert_bc_memory_coef``. The
+        expert's action is queried once per state, when it is visited; the memory is not re-scored. The aggregated
+        states are only the recent ones, and a pull on them alone fits the expert's actions where the learner is
+        now, forgetting where it was (0: off; Q* experts, or a value-only one with ``value_estimator``
+        ``expert_policy``)
+    :param expert_bc_memory_coef: weight of the memory's term (None: that of the pull on the aggregated states,
+        ``expert_bc_coef``, at least 1 while cloning, see ``clone_expert`` and ``low_signal_fallback``)
     :param expert_bc_snr: the behaviour-cloning term also applies on the states where the expert's critics do not
         agree which of the K samples is better: their signal-to-noise ratio (``train/critic_snr``, per state) is
         below this (0: off; needs an expert with several critics: SAC, TD3, TQC)
@@ -231,6 +233,7 @@ class AggreVaTeD(PPO):
         expert_bc_margin: float = 3.0,
         expert_bc_snr: float = 0.0,
         expert_bc_memory: int = 0,
+        expert_bc_memory_coef: float | None = None,
         noise_floor: bool = False,
         expert_cap: bool = False,
         low_signal_fallback: bool = False,
@@ -298,6 +301,7 @@ class AggreVaTeD(PPO):
         self.expert_bc_margin = expert_bc_margin
         self.expert_bc_snr = expert_bc_snr
         self.expert_bc_memory = expert_bc_memory
+        self.expert_bc_memory_coef = expert_bc_memory_coef
         self.noise_floor = noise_floor
         self.expert_cap = expert_cap
         self.low_signal_fallback = low_signal_fallback
@@ -367,11 +371,18 @@ class AggreVaTeD(PPO):
             raise bad("expert_bc_snr", "a number >= 0 (a signal-to-noise ratio; 0: off)")
         if int(self.expert_bc_memory) != self.expert_bc_memory or self.expert_bc_memory < 0:
             raise bad("expert_bc_memory", "an integer >= 0 (a number of states; 0: off)")
-        if self.expert_bc_memory and not (float(self.expert_bc_coef) > 0 or self.clone_expert or self.low_signal_fallback):
+        memory_coef = self.expert_bc_memory_coef
+        if memory_coef is not None and not float(memory_coef) >= 0:
+            raise bad("expert_bc_memory_coef", "None (the weight of expert_bc_coef) or a number >= 0")
+        if (
+            self.expert_bc_memory
+            and memory_coef is None
+            and not (float(self.expert_bc_coef) > 0 or self.clone_expert or self.low_signal_fallback)
+        ):
             raise bad(
                 "expert_bc_memory",
                 "0 here: the memory's term is weighted by expert_bc_coef, which is 0, and neither clone_expert nor "
-                "low_signal_fallback clones the expert; set expert_bc_coef > 0",
+                "low_signal_fallback clones the expert; set expert_bc_coef or expert_bc_memory_coef > 0",
             )
         if self.noise_floor not in (True, False):
             raise bad("noise_floor", "True or False")
@@ -815,7 +826,8 @@ class AggreVaTeD(PPO):
         bc_coef = max(float(self.expert_bc_coef), 1.0) if imitate else float(self.expert_bc_coef)
         bc_margin = -math.inf if imitate else (float(self.expert_bc_margin) if bc_coef > 0 else None)
         policy_coef = 0.0 if imitate else 1.0
-        memory = self._bc_memory if self._bc_memory is not None and self._bc_memory.size and bc_coef > 0 else None
+        memory_coef = bc_coef if self.expert_bc_memory_coef is None else float(self.expert_bc_memory_coef)
+        memory = self._bc_memory if self._bc_memory is not None and self._bc_memory.size and memory_coef > 0 else None
         memory_losses: list[th.Tensor] = []
         value_losses: list[th.Tensor] = []
         gradient_groups = actor_critic_parameters(self.policy)
@@ -846,7 +858,7 @@ class AggreVaTeD(PPO):
                 )
                 if memory is not None:
                     memory_loss = self._memory_bc_loss(memory, view)
-                    loss = loss + bc_coef * memory_loss
+                    loss = loss + memory_coef * memory_loss
                     memory_losses.append(memory_loss.detach())
                 self.policy.optimizer.zero_grad()
                 loss.backward()
