@@ -530,9 +530,7 @@ def expert_action_loss(torch_dist: Any, expert_actions: th.Tensor, action_space:
         log_probs = torch_dist.logits.log_softmax(dim=-1)
         return -log_probs.gather(-1, expert_actions.long().reshape(-1, 1)).squeeze(-1)
     assert isinstance(action_space, spaces.Box)
-    low = th.as_tensor(action_space.low, device=expert_actions.device)
-    high = th.as_tensor(action_space.high, device=expert_actions.device)
-    target = unit_actions(expert_actions.clamp(low, high), action_space)
+    target = unit_actions(expert_actions, action_space).clamp(-1.0, 1.0)  # the action clipped to the box
     return ((unit_actions(torch_dist.mean, action_space) - target) ** 2).mean(dim=-1)
 
 
