@@ -14,7 +14,12 @@ SAC HalfCheetah, TQC HalfCheetah, TQC Hopper, SAC Swimmer. Per task and seed:
   (the zoo trains them for 1M; its published returns at 1M are quoted beside ours);
 * **DAgger, BC**: imitation 1.0.1 from the same expert in its own venv (``scripts/benchmark_imitation.py``'s),
   the same 256-256 learner; imitation's gymnasium 0.29 has no ``-v5`` envs, so they run on ``-v4`` (same
-  observation layout, same reward terms) and are evaluated there on the same episode seeds.
+  observation layout, same reward terms) and are evaluated there on the same episode seeds;
+* **DAgger at matched settings** (``dagger_matched``): the same zoo command as AggreVaTeD's with
+  ``clone_expert:True`` and ``expert_bc_memory:<budget>`` on top: DAgger with AggreVaTeD's own roll-ins (the same
+  β mixture), network, observation normalisation, optimiser and epochs, regressing the learner on the expert's
+  actions at every state visited so far (DAgger's aggregation) instead of following the critic. Its wall-clock
+  includes the re-scoring, which cloning does not use.
 
 Every checkpoint (every ``--save-freq`` env steps) is evaluated on the same ``--eval-episodes`` deterministic
 episodes (seeds 50,000, 50,001, ...) as the expert and a uniformly random policy: 30 by default, since one flipped
@@ -100,9 +105,14 @@ TASKS = {
         Task("sac-Swimmer", "Swimmer-v5", "sac/Swimmer-v3_1"),
     ]
 }
-METHODS = ("aggrevated", "ppo", "sac", "dagger", "bc")
-LABELS = {"aggrevated": "AggreVaTeD", "ppo": "PPO (zoo)", "sac": "SAC (zoo)", "dagger": "DAgger", "bc": "BC"}
-COLORS = {"aggrevated": "tab:blue", "ppo": "tab:gray", "sac": "tab:brown", "dagger": "tab:orange", "bc": "tab:purple"}
+METHODS = ("aggrevated", "dagger_matched", "ppo", "sac", "dagger", "bc")
+LABELS = {"aggrevated": "AggreVaTeD", "dagger_matched": "DAgger (matched)", "ppo": "PPO (zoo)", "sac": "SAC (zoo)",
+          "dagger": "DAgger", "bc": "BC"}  # fmt: skip
+COLORS = {"aggrevated": "tab:blue", "dagger_matched": "tab:red", "ppo": "tab:gray", "sac": "tab:brown",
+          "dagger": "tab:orange", "bc": "tab:purple"}  # fmt: skip
+#: the methods trained as ``aggrevated`` through the zoo: extra ``--hyperparams`` on top of the YAML entry
+AGGREVATED_METHODS = {"aggrevated": lambda budget: [], "dagger_matched": lambda budget: ["clone_expert:True",
+                      f"expert_bc_memory:{budget}"]}  # fmt: skip
 
 
 def zoo_conf(algo: str, env: str, folder: Path) -> tuple[Path, int]:
@@ -128,17 +138,19 @@ def first_crossing_row(steps: list[int], returns: list[float], threshold: float)
 
 
 def run_zoo(args: argparse.Namespace, method: str, task: Task, seed: int) -> dict[str, Any]:
-    """AggreVaTeD (per expert) or zoo PPO / SAC (per env), trained and evaluated; cached."""
+    """AggreVaTeD or DAgger at its settings (per expert), or zoo PPO / SAC (per env), trained and evaluated; cached."""
     work = run_folder(args, method, task, seed)
-    if method == "aggrevated":
+    if method in AGGREVATED_METHODS:
+        algo = "aggrevated"
         entry = yaml.safe_load((ROOT / "hyperparams" / "aggrevated.yml").read_text())[task.env]
-        hyperparams = [f"expert:'{args.experts / task.expert}'"]
-        trained = zoo_train("aggrevated", task.env, seed, work, args.budget, args.save_freq, int(entry["n_envs"]), hyperparams)
+        hyperparams = [f"expert:'{args.experts / task.expert}'", *AGGREVATED_METHODS[method](args.budget)]
+        trained = zoo_train(algo, task.env, seed, work, args.budget, args.save_freq, int(entry["n_envs"]), hyperparams)
     else:
+        algo = method
         conf, n_envs = zoo_conf(method, task.env, args.work_dir / "conf")
         save_freq = getattr(args, "rl_save_freq", None) or args.save_freq
         trained = zoo_train(method, task.env, seed, work, args.rl_budget, save_freq, n_envs, conf_file=conf)
-    steps, returns = evaluate_checkpoints(method, task.env, work, args.eval_episodes, args.eval_seed)
+    steps, returns = evaluate_checkpoints(algo, task.env, work, args.eval_episodes, args.eval_seed)
     return {"method": method, "task": task.name, "seed": seed, "steps": steps, "returns": returns, "wall_s": trained["wall_s"],
             "episodes": args.eval_episodes}  # fmt: skip
 
@@ -191,8 +203,8 @@ def imitation_task(args: argparse.Namespace, task: Task, net_arch: tuple[int, ..
 
 def run_folder(args: argparse.Namespace, method: str, task: Task, seed: int) -> Path:
     """Where a run's results live: its zoo work folder, or imitation's result file."""
-    if method == "aggrevated":
-        return args.work_dir / f"aggrevated-{task.name}-{seed}"
+    if method in AGGREVATED_METHODS:
+        return args.work_dir / f"{method}-{task.name}-{seed}"
     if method in ("ppo", "sac"):
         return args.work_dir / f"{method}-{task.env}-{seed}"
     from benchmark_imitation import result_path
@@ -411,9 +423,14 @@ def write_page(
         "defaults through the zoo CLI. PPO and SAC: the zoo's own tuned `-v4` entries (the zoo trains them for 1M). "
         "DAgger and BC: imitation 1.0.1, same expert, 256-256 learner with imitation's running observation "
         "normalisation (as AggreVaTeD's learner normalises its observations), on the `-v4` twin env (imitation's "
-        'gymnasium 0.29 has no `-v5`). Each run\'s length is in the "env steps run" column (this command: '
+        "gymnasium 0.29 has no `-v5`). DAgger (matched): AggreVaTeD's zoo command and YAML entry with `clone_expert` "
+        "and `expert_bc_memory` (every visited state) on top: DAgger with AggreVaTeD's roll-ins, network, "
+        "normalisation and optimiser, regressing on the expert's actions at every state visited so far instead of "
+        "following the critic (its wall-clock includes the re-scoring, which cloning does not use). "
+        'Each run\'s length is in the "env steps run" column (this command: '
         + ", ".join(
-            f"{LABELS[m].split(' ')[0]} {args.rl_budget if m in ('ppo', 'sac') else args.budget:,}" for m in args.methods
+            f"{LABELS[m].replace(' (zoo)', '')} {args.rl_budget if m in ('ppo', 'sac') else args.budget:,}"
+            for m in args.methods
         )
         + "). "
         '"held": the fraction of the checkpoints from the first crossing to the end of the run that are at the '
