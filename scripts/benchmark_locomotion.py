@@ -445,6 +445,14 @@ def write_page(
             "command and date).",
             "",
         ]
+    kept = sorted({row["method"] for row in rows if row["method"] not in args.methods and not row.get("carried")},
+                  key=METHODS.index)  # fmt: skip
+    if kept:
+        lines += [
+            f"The {', '.join(LABELS[m] for m in kept)} rows were not re-run by this command: their curves are the "
+            "earlier generation's, kept from `locomotion_runs.json` (see its history for the command and date).",
+            "",
+        ]
     if any(row.get("carried") for row in rows):
         lines += [
             "Rows marked * were not re-run by this command: they are the earlier generation's rows of "
