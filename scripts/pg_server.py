@@ -1,8 +1,9 @@
-"""A throw-away PostgreSQL server from Debian's packages, installed and started by the tests themselves.
+"""A throw-away PostgreSQL server from Debian's packages, for the tests and the tuning script.
 
-:func:`postgres_binaries` finds ``initdb``/``pg_ctl`` (installing the ``postgresql`` package with apt-get
-when run as root and they are missing); :func:`running_server` starts a private cluster on a free local
-port with trust authentication and stops it afterwards. Nothing touches the system's own clusters.
+``python scripts/pg_server.py install`` installs Debian's ``postgresql`` package if it is missing (as root, with
+apt-get; ``.ci/run`` calls it before the tests). :func:`postgres_binaries` only finds ``initdb``/``pg_ctl``: it
+never installs. :func:`running_server` starts a private cluster on a free local port with trust authentication
+and stops it afterwards. Nothing touches the system's own clusters.
 """
 
 from __future__ import annotations
@@ -46,13 +47,12 @@ def _apt_install() -> None:
 
 
 def postgres_binaries() -> Path:
-    """Folder holding ``initdb`` and ``pg_ctl``; installs Debian's ``postgresql`` package if needed."""
+    """Folder holding ``initdb`` and ``pg_ctl`` (``python scripts/pg_server.py install`` installs them)."""
     folder = _find_bin()
     if folder is None:
-        _apt_install()
-        folder = _find_bin()
-    if folder is None or not (folder / "pg_ctl").exists():
-        raise PostgresUnavailable("postgresql installed, but no initdb/pg_ctl found under /usr/lib/postgresql")
+        raise PostgresUnavailable("PostgreSQL is not installed (python scripts/pg_server.py install, as root)")
+    if not (folder / "pg_ctl").exists():
+        raise PostgresUnavailable(f"initdb found in {folder}, but no pg_ctl beside it")
     return folder
 
 
@@ -87,3 +87,13 @@ def running_server() -> Iterator[str]:
     finally:
         subprocess.run([*prefix, str(folder / "pg_ctl"), "-D", str(cluster), "-m", "immediate", "stop"], capture_output=True)
         shutil.rmtree(data, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    import sys
+
+    if sys.argv[1:] != ["install"]:
+        raise SystemExit("usage: python scripts/pg_server.py install")
+    if _find_bin() is None:
+        _apt_install()
+    print(f"PostgreSQL binaries: {postgres_binaries()}")

@@ -9,14 +9,37 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 SHARED_EXPERTS = Path(os.environ.get("SB3EXT_SHARED_EXPERTS", ROOT.parent / "shared" / "experts"))
+#: ``SB3EXT_STRICT=1`` (set by .ci/run): what a test needs (the shared experts, PostgreSQL) must be there; a test
+#: that would skip for want of it fails instead
+STRICT = os.environ.get("SB3EXT_STRICT", "") == "1"
+
+
+def missing(reason: str) -> None:
+    """Skip the test for want of ``reason``, or fail it under ``SB3EXT_STRICT=1``."""
+    if STRICT:
+        pytest.fail(f"{reason} (SB3EXT_STRICT=1: required)", pytrace=False)
+    pytest.skip(reason)
+
+
+def needs(module: str) -> None:
+    """Skip (or, under ``SB3EXT_STRICT=1``, fail) when ``module`` cannot be imported (an optional extra)."""
+    import importlib.util
+
+    if importlib.util.find_spec(module) is None:
+        missing(f"{module} is not installed (pip install 'sb3ext[{module}]')")
 
 
 def shared_expert(relative: str) -> Path:
     """Path of a real zoo expert in ../shared/experts (skips the test with a clear reason if absent)."""
     path = SHARED_EXPERTS / relative
     if not path.exists():
-        pytest.skip(f"real zoo expert {relative} not found under {SHARED_EXPERTS} (set SB3EXT_SHARED_EXPERTS)")
+        missing(f"real zoo expert {relative} not found under {SHARED_EXPERTS} (set SB3EXT_SHARED_EXPERTS)")
     return path
+
+
+def pytest_sessionstart(session) -> None:
+    if STRICT and not SHARED_EXPERTS.is_dir():
+        raise pytest.UsageError(f"SB3EXT_STRICT=1 and no shared experts at {SHARED_EXPERTS}: the suite needs ../shared")
 
 
 @pytest.fixture(autouse=True)

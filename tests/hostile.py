@@ -55,6 +55,11 @@ class As:
         return (copyreg.__newobj__, (self.cls, *self.args), self.state)
 
 
+def marker_path(root: Path) -> Path:
+    """The file every payload of the fixtures under ``root`` writes when it runs."""
+    return root / "MARKER"
+
+
 def marker_code(marker: Path) -> str:
     return f"open({str(marker)!r}, 'w').write('pwned')\n"
 
@@ -159,7 +164,7 @@ def _vecnormalize_pickle(obs_mean, obs_var, ret=None, state_extra=None, state=No
 # ---------------------------------------------------------------------------------------------------- fixtures
 def build_all(root: Path, shared: Callable[[str], Path]) -> list[Hostile]:
     """Write every hostile fixture under ``root`` (from the shared experts) and return their descriptions."""
-    marker = root / "MARKER"
+    marker = marker_path(root)
     made: list[Hostile] = []
 
     def make(spec: Hostile, edit: Callable[[Path, Path], None]) -> None:

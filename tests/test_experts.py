@@ -19,7 +19,7 @@ from stable_baselines3.common.utils import ConstantSchedule
 
 from sb3ext.common.serialization import UnsafeObjectError
 from sb3ext.experts import Q_CONTINUOUS, Q_DISCRETE, VALUE_ONLY, load_expert
-from tests.conftest import shared_expert
+from tests.conftest import shared_expert, needs
 
 # (folder, gymnasium env id, kind)
 EXPERTS = [
@@ -483,7 +483,7 @@ MUJOCO_EXPERTS = [
 def test_zoo_v3_mujoco_experts_act_on_newer_envs_and_say_so_once(folder: str, env_id: str) -> None:
     """The v3-era checkpoints load safely, are told apart from the env they act on (one warning naming both ids and
     the checked spaces), and steer the newer env: their first 200 deterministic steps earn far more than random."""
-    pytest.importorskip("mujoco")
+    needs("mujoco")
     from sb3ext.experts import expert as expert_module
 
     expert = load_expert(shared_expert(folder))
@@ -537,7 +537,7 @@ def test_same_env_under_the_zoo_file_naming_is_silent() -> None:
 
 
 def test_mismatched_mujoco_expert_names_both_envs() -> None:
-    pytest.importorskip("mujoco")
+    needs("mujoco")
     expert = load_expert(shared_expert("tqc/Hopper-v3_1"))
     env = gym.make("HalfCheetah-v5")
     with pytest.raises(ValueError, match=r"expert observation space Box\(shape=\(11,\).*environment observation space Box\(shape=\(17,\)"

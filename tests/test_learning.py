@@ -16,7 +16,7 @@ from stable_baselines3.common.evaluation import evaluate_policy
 
 from sb3ext.algos.aggrevated import AggreVaTeD
 from sb3ext.common.resources import hyperparams_path
-from tests.conftest import shared_expert
+from tests.conftest import shared_expert, needs
 
 pytestmark = pytest.mark.slow
 
@@ -94,7 +94,7 @@ def mujoco_return(env_id: str, expert: str, steps: int, seed: int) -> tuple[floa
 
     from sb3ext.callbacks import episode_returns
 
-    pytest.importorskip("mujoco")
+    needs("mujoco")
     entry = default_hyperparams(env_id)
     hyperparams = {k: v for k, v in entry.items() if k not in ZOO_KEYS}
     hyperparams["policy_kwargs"] = eval(hyperparams["policy_kwargs"], {"dict": dict})  # the zoo's "dict(...)" string

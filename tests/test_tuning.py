@@ -23,6 +23,7 @@ from optuna.trial import TrialState
 from sb3ext import AggreVaTeD, tuning
 from sb3ext.demo import EMBEDDED_EXPERT
 from scripts import pg_server
+from tests.conftest import missing
 
 # ---------------------------------------------------------------------------------------------------------------
 # samplers and converters
@@ -269,7 +270,7 @@ def postgres_url():
         with pg_server.running_server() as url:
             yield url
     except pg_server.PostgresUnavailable as exc:
-        pytest.skip(f"PostgreSQL test skipped: {exc}")
+        missing(f"PostgreSQL test skipped: {exc}")
 
 
 def test_postgres_two_workers_one_killed_heartbeat_retry_and_export(postgres_url: str, tmp_path: Path) -> None:

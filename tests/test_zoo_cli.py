@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from sb3ext.common.serialization import safe_yaml_load
-from tests.conftest import ROOT, shared_expert
+from tests.conftest import ROOT, shared_expert, needs
 
 PENDULUM_EXPERT = "sac/Pendulum-v1_1"
 
@@ -152,7 +152,7 @@ def test_train_enjoy_continue_through_the_zoo(fresh_venv: FreshVenv, tmp_path: P
 def test_mujoco_v5_from_a_v3_zoo_expert_through_the_zoo(wheel_venv: FreshVenv, tmp_path: Path) -> None:
     """The YAML's MuJoCo entry with a zoo -v3 TQC expert on HalfCheetah-v5: trains (saying once which env the
     expert was trained on) and replays without the expert."""
-    pytest.importorskip("mujoco")
+    needs("mujoco")
     expert = shared_expert("tqc/HalfCheetah-v3_1")
     train = wheel_venv.run(
         "-m", "rl_zoo3.train", "--algo", "aggrevated", "--env", "HalfCheetah-v5", "-f", "logs", "-n", "512", "--seed", "0",
