@@ -3,6 +3,7 @@ log-probability against SB3's, the KL rule, bounds, every setting taking effect,
 
 from __future__ import annotations
 
+import copy
 import inspect
 
 import gymnasium as gym
@@ -24,6 +25,7 @@ from sb3ext.algos.ppo_kl.distributions import distribution_params, kl_from_param
 from sb3ext.algos.ppo_tanh import TanhPPO
 from sb3ext.algos.ppo_tanh.distributions import TanhDiagGaussianDistribution
 from sb3ext.algos.rpo import RPO
+from sb3ext.callbacks import episode_returns
 from sb3ext.common.resources import hyperparams_path
 from tests.test_aggrevated import ZOO_KEYS
 
@@ -360,3 +362,171 @@ def test_klppo_saved_before_the_restructure_still_loads(tmp_path) -> None:
     obs = np.zeros((1, 3), dtype=np.float32)
     np.testing.assert_array_equal(loaded.predict(obs, deterministic=True)[0], model.predict(obs, deterministic=True)[0])
     loaded.learn(64)  # the buffer works
+
+
+# ---------------------------------------------------------------------------------------------------- updates by hand
+# One rollout, then the variant's update, replayed here from the formulas (Gaussian densities, the analytic KL, the
+# tanh correction, advantage normalisation, the surrogate, gradient clipping, plain SGD), and compared parameter by
+# parameter. One minibatch per epoch (batch_size = the rollout), so the minibatch order does not matter.
+
+HAND = dict(n_steps=64, batch_size=128, policy_kwargs=dict(net_arch=[16], optimizer_class=th.optim.SGD))
+LOG_2PI = float(np.log(2 * np.pi))
+
+
+def first_rollout(model) -> tuple[dict, object]:
+    """Learn one rollout and its update; returns the rollout (as the update saw it) and the policy before it."""
+    seen: dict = {}
+
+    class Capture(BaseCallback):
+        def _on_step(self) -> bool:
+            return True
+
+        def _on_rollout_end(self) -> None:  # advantages are computed, the update has not run
+            buffer = self.model.rollout_buffer
+            flat = {name: th.as_tensor(getattr(buffer, name)).reshape(128, -1).clone() for name in
+                    ("observations", "actions", "advantages", "returns", "log_probs")}  # fmt: skip
+            seen.update(flat, policy=copy.deepcopy(self.model.policy))
+
+    model.learn(128, callback=Capture())
+    return seen, seen.pop("policy")
+
+
+def normalized(advantages: th.Tensor) -> th.Tensor:
+    return (advantages - advantages.mean()) / (advantages.std() + 1e-8)
+
+
+def sgd_step(parameters: list[th.Tensor], loss: th.Tensor, lr: float, max_norm: float) -> None:
+    grads = th.autograd.grad(loss, parameters)
+    norm = th.sqrt(sum((g**2).sum() for g in grads))
+    scale = min(1.0, max_norm / (float(norm) + 1e-6))
+    with th.no_grad():
+        for parameter, grad in zip(parameters, grads, strict=True):
+            parameter -= lr * scale * grad
+
+
+def gaussian_log_prob(actions: th.Tensor, mean: th.Tensor, log_std: th.Tensor) -> th.Tensor:
+    return (-((actions - mean) ** 2) / (2 * th.exp(2 * log_std)) - log_std - 0.5 * LOG_2PI).sum(-1)
+
+
+def klppo_by_hand(rollout: dict, policy, kl_sign: float, n_epochs: int, lr: float, beta: float, vf_coef: float) -> tuple:
+    """KLPPO's update (the paper's section 4, unclipped): loss = -E[r A] + beta KL(old || new) + vf_coef (V - R)^2."""
+    obs, actions, returns = rollout["observations"], rollout["actions"], rollout["returns"].flatten()
+    old_log_prob, advantages = rollout["log_probs"].flatten(), normalized(rollout["advantages"].flatten())
+    with th.no_grad():
+        old_mean, old_log_std = policy.action_net(policy.mlp_extractor.forward_actor(obs)), policy.log_std.clone()
+
+    def kl(mean: th.Tensor, log_std: th.Tensor) -> th.Tensor:  # KL(N(old) || N(new)), summed over dimensions
+        return (log_std - old_log_std + (th.exp(2 * old_log_std) + (old_mean - mean) ** 2) / (2 * th.exp(2 * log_std)) - 0.5).sum(-1)
+
+    parameters = list(policy.parameters())
+    kls = []
+    for _ in range(n_epochs):
+        mean = policy.action_net(policy.mlp_extractor.forward_actor(obs))
+        values = policy.value_net(policy.mlp_extractor.forward_critic(obs)).flatten()
+        ratio = th.exp(gaussian_log_prob(actions, mean, policy.log_std) - old_log_prob)
+        divergence = kl(mean, policy.log_std).mean()
+        kls.append(float(divergence.detach()))
+        loss = -(advantages * ratio).mean() + kl_sign * beta * divergence + vf_coef * ((values - returns) ** 2).mean()
+        sgd_step(parameters, loss, lr, 0.5)
+    with th.no_grad():
+        final_kl = float(kl(policy.action_net(policy.mlp_extractor.forward_actor(obs)), policy.log_std).mean())
+    return policy, kls, final_kl
+
+
+@pytest.mark.parametrize(("learning_rate", "beta_after"), [(0.1, 0.5), (0.3, 2.0)])
+def test_klppo_update_with_its_shipped_settings_matches_the_hand_computed_loss(learning_rate: float, beta_after: float) -> None:
+    """KLPPO as shipped (no clipping, beta 1, d_targ 0.01, the paper's rule), on rewards of order 1 so that the
+    gradient clipping leaves the policy room to move: the parameters after one update equal the hand-computed ones,
+    a penalty of the wrong sign or none gives other parameters (the check sees the sign), and beta then follows
+    the rule on the measured d (halved at the smaller step, doubled at the larger)."""
+    entry = yaml.safe_load(hyperparams_path("ppo_kl").read_text())["Pendulum-v1"]
+    settings = {k: entry[k] for k in ("gamma", "gae_lambda", "kl_coef", "kl_target", "ent_coef")}
+    n_epochs = 6
+    model = KLPPO("MlpPolicy", make_vec_env(SkewedBoxEnv, n_envs=2, seed=1), seed=3, learning_rate=learning_rate,
+                  n_epochs=n_epochs, **settings, **HAND)  # fmt: skip
+    assert model.clip_range is None and model.kl_coef == 1.0 and model.kl_target == 0.01  # the shipped rule
+    rollout, before = first_rollout(model)
+    by_hand = {sign: klppo_by_hand(rollout, copy.deepcopy(before), sign, n_epochs, learning_rate, 1.0, model.vf_coef)
+               for sign in (1.0, -1.0, 0.0)}  # fmt: skip
+    expected, kls, final_kl = by_hand[1.0]
+    trained = list(model.policy.parameters())
+    assert max_difference(trained, list(expected.parameters())) < 1e-5
+    for sign in (-1.0, 0.0):  # the penalty's sign and presence show in the parameters
+        assert max_difference(trained, list(by_hand[sign][0].parameters())) > 1e-3, sign
+    assert kls[0] == 0.0 and min(kls[1:]) > 1e-5  # the penalty acts from the second epoch on
+    # the beta rule on d = E[KL(old || new)] over the rollout with the updated policy
+    assert model.logger.name_to_value["train/kl"] == pytest.approx(final_kl, rel=1e-4)
+    assert (final_kl < 0.01 / 1.5) if beta_after < 1 else (final_kl > 0.01 * 1.5)
+    assert model.kl_coef == beta_after
+
+
+def tanh_ppo_by_hand(rollout: dict, policy, sign: float, epochs: tuple[int, int], lrs: tuple[float, float], clip: float):
+    """TanhPPO's update: per epoch and minibatch, an actor step on the clipped surrogate, then a critic step."""
+    obs, u, returns = rollout["observations"], rollout["actions"], rollout["returns"].flatten()
+    old_log_prob, advantages = rollout["log_probs"].flatten(), sign * normalized(rollout["advantages"].flatten())
+    actor = [p for m in (policy.mlp_extractor.policy_net, policy.action_net) for p in m.parameters()]
+    critic = [p for m in (policy.mlp_extractor.value_net, policy.value_net) for p in m.parameters()]
+    for epoch in range(max(epochs)):
+        if epoch < epochs[0]:
+            mean, log_std = policy.action_net(policy.mlp_extractor.forward_actor(obs)).chunk(2, dim=-1)
+            log_std = log_std.clamp(policy.log_std_min, policy.log_std_max)
+            # log pi(a) = log N(u; mu, sigma) - sum log(1 - tanh(u)^2), in float64 for the correction
+            correction = th.log(1 - th.tanh(u.double()) ** 2).sum(-1).float()
+            ratio = th.exp(gaussian_log_prob(u, mean, log_std) - correction - old_log_prob)
+            surrogate = th.min(advantages * ratio, advantages * ratio.clamp(1 - clip, 1 + clip))
+            sgd_step(actor, -surrogate.mean(), lrs[0], 0.5)
+        if epoch < epochs[1]:
+            values = policy.value_net(policy.mlp_extractor.forward_critic(obs)).flatten()
+            sgd_step(critic, ((values - returns) ** 2).mean(), lrs[1], 0.5)
+    return policy
+
+
+def test_tanh_ppo_update_matches_the_hand_computed_one() -> None:
+    """TanhPPO: the actor's clipped surrogate on the tanh-corrected density of the stored pre-tanh samples, the
+    critic's MSE with its own optimizer, learning rate and epochs, each clipped on its own parameters. An update
+    with the advantages' sign flipped gives other parameters (the check sees the direction)."""
+    lrs, epochs, clip = (0.05, 0.02), (3, 5), 0.2
+    model = TanhPPO("MlpPolicy", make_vec_env("Pendulum-v1", n_envs=2, seed=1), seed=3, learning_rate=lrs[0],
+                    critic_learning_rate=lrs[1], n_epochs=epochs[0], critic_n_epochs=epochs[1], clip_range=clip,
+                    **HAND)  # fmt: skip
+    rollout, before = first_rollout(model)
+    assert rollout["actions"].abs().max() > 0.5  # pre-tanh samples, with a correction that matters
+    expected = tanh_ppo_by_hand(rollout, copy.deepcopy(before), 1.0, epochs, lrs, clip)
+    flipped = tanh_ppo_by_hand(rollout, copy.deepcopy(before), -1.0, epochs, lrs, clip)
+    trained = list(model.policy.parameters())
+    assert max_difference(trained, list(expected.parameters())) < 1e-5
+    assert max_difference(model.policy.actor_parameters(), flipped.actor_parameters()) > 1e-3
+    assert max_difference(model.policy.critic_parameters(), flipped.critic_parameters()) < 1e-5  # the critic ignores it
+
+
+# ---------------------------------------------------------------------------------------------------- learning (slow)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("algo", list(VARIANTS))
+@pytest.mark.parametrize("negate", [False, True], ids=["learns", "guard_negated"])
+def test_variant_learns_pendulum_with_its_yaml_entry(algo: str, negate: bool) -> None:
+    """Each variant with its YAML entry for Pendulum-v1 (100k env steps; docs/benchmarks/ppo_variants.md measured
+    final returns of -117 to -214 on three seeds): the mean of 10 seeded deterministic episodes ends above -400
+    (random: about -1,280). The guard negates the advantages after GAE (the value targets unchanged): the learner
+    must then stay far below."""
+    entry = yaml.safe_load(hyperparams_path(algo).read_text())["Pendulum-v1"]
+    hyperparams = {k: v for k, v in entry.items() if k not in ZOO_KEYS}
+    model = VARIANTS[algo]("MlpPolicy", make_vec_env("Pendulum-v1", n_envs=entry["n_envs"], seed=0), seed=0, **hyperparams)
+    if negate:
+        buffer = model.rollout_buffer
+        compute = buffer.compute_returns_and_advantage
+
+        def negated(*args, **kwargs) -> None:
+            compute(*args, **kwargs)
+            buffer.advantages *= -1.0
+
+        buffer.compute_returns_and_advantage = negated  # type: ignore[method-assign]
+    before = float(np.mean(episode_returns("Pendulum-v1", model, 10, seed=50_000)[0]))
+    model.learn(int(entry["n_timesteps"]))
+    after = float(np.mean(episode_returns("Pendulum-v1", model, 10, seed=50_000)[0]))
+    assert before < -900, f"{algo}: the untrained policy already balances ({before:.0f})"
+    if negate:
+        assert after < -900, f"{algo}: negated advantages learned ({after:.0f})"
+    else:
+        assert after > -400, f"{algo}: after {entry['n_timesteps']:.0f} env steps {after:.0f} (before {before:.0f})"
