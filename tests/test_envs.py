@@ -165,7 +165,8 @@ def test_opening_and_closing_200_envs_leaks_nothing() -> None:
     pybullet.disconnect(probe_after)
     # client ids are reused once disconnected: a leak of 200 clients would push the next id past 200
     assert probe_after <= probe + 1, f"physics clients leaked: id {probe} -> {probe_after}"
-    assert after - before < 60, f"RSS grew by {after - before:.0f} MB over 200 envs (~28 MB per leaked client)"
+    # a leaked client holds ~28 MB (5.6 GB over 200 envs); 1 MB per env leaves the allocator any machine's slack
+    assert after - before < 200, f"RSS grew by {after - before:.0f} MB over 200 envs (~28 MB per leaked client)"
 
 
 @pytest.mark.parametrize(

@@ -146,8 +146,10 @@ def zoo(*args: str, cwd: Path, env: dict | None = None, timeout: float = 300) ->
     return result
 
 
-# a grace of 4 heartbeats: a live worker's heartbeat thread is never that late, even on a loaded 2-core machine
-HEARTBEAT = {"SB3EXT_OPTUNA_HEARTBEAT": "1", "SB3EXT_OPTUNA_GRACE": "4", "PYTHONUNBUFFERED": "1"}
+# a grace of 20 heartbeats (20 s): far more than a live worker's heartbeat thread is ever late on a loaded 2-core
+# machine; the test waits out the grace after the kill instead of betting that it has passed
+HEARTBEAT_GRACE_S = 20
+HEARTBEAT = {"SB3EXT_OPTUNA_HEARTBEAT": "1", "SB3EXT_OPTUNA_GRACE": str(HEARTBEAT_GRACE_S), "PYTHONUNBUFFERED": "1"}
 
 
 def optimize_command(storage: str, n_trials: int, *extra: str) -> list[str]:
@@ -196,11 +198,12 @@ def two_workers_one_killed(storage: str, tmp_path: Path) -> optuna.Study:
             assert time.monotonic() < deadline, "the two workers never ran trials at the same time"
             time.sleep(0.05)
         worker_a.send_signal(signal.SIGKILL)
+        killed = time.monotonic()
         worker_a.wait(timeout=30)
-        assert worker_b.wait(timeout=300) == 0, (tmp_path / "worker_b.log").read_text()[-3000:]
+        assert worker_b.wait(timeout=600) == 0, (tmp_path / "worker_b.log").read_text()[-3000:]
         # B fails and retries A's trial only if it starts a trial after the grace period; on a slow machine its last
         # trial may have begun before. A worker started after the grace always does (the retry is queued first).
-        time.sleep(5)
+        time.sleep(max(0.0, killed + HEARTBEAT_GRACE_S + 1 - time.monotonic()))
         zoo(*optimize_command(storage, 1), cwd=tmp_path, env=HEARTBEAT)
     finally:
         for worker in (worker_a, worker_b):
