@@ -75,8 +75,8 @@ def main(arguments: list[str]) -> None:
     from sb3ext.experts import load_expert
 
     broken = arguments[:1] == ["--broken-loader"]
-    marker, *folders = arguments[1:] if broken else arguments
-    marker = Path(marker)
+    marker_argument, *folders = arguments[1:] if broken else arguments
+    marker = Path(marker_argument)
     if marker.name != "MARKER" or marker.exists():
         raise SystemExit(f"usage: the marker must be a file named MARKER that does not exist yet, got {marker}")
     load = broken_load if broken else load_expert

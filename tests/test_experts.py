@@ -19,7 +19,7 @@ from stable_baselines3.common.utils import ConstantSchedule
 
 from sb3ext.common.serialization import UnsafeObjectError
 from sb3ext.experts import Q_CONTINUOUS, Q_DISCRETE, VALUE_ONLY, load_expert
-from tests.conftest import shared_expert, needs
+from tests.conftest import needs, shared_expert
 
 # (folder, gymnasium env id, kind)
 EXPERTS = [
@@ -103,7 +103,9 @@ def test_discrete_q_star_predicts_the_experts_discounted_return(folder: str, env
             total, discount, done = total + discount * float(reward), discount * gamma, terminated or truncated
         returns.append(total)
     error = abs(np.mean(predicted) - np.mean(returns))
-    assert error < 0.2 * abs(np.mean(returns)), f"{folder}: Q* {np.mean(predicted):.1f}, discounted return {np.mean(returns):.1f}"
+    assert error < 0.2 * abs(np.mean(returns)), (
+        f"{folder}: Q* {np.mean(predicted):.1f}, discounted return {np.mean(returns):.1f}"
+    )
 
 
 def _trusted_custom_objects(env_id: str) -> dict:

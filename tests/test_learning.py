@@ -79,7 +79,9 @@ def test_acrobot_reaches_expert_level_in_3k_steps(negate: bool, monkeypatch: pyt
 
 @pytest.mark.parametrize("seed", [0, 1])
 @NEGATE
-def test_plate_learns_from_the_shipped_sac_expert_in_8k_steps(seed: int, negate: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_plate_learns_from_the_shipped_sac_expert_in_8k_steps(
+    seed: int, negate: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """sb3ext's own env and expert (no ../shared needed); stock PPO needs ~80k steps for the same."""
     if negate:
         negate_advantages(monkeypatch)
@@ -284,7 +286,9 @@ def test_pixel_cartpole_learns_from_the_shipped_state_expert_in_16k_steps(
 
 
 @NEGATE
-def test_bipedal_walker_learns_from_the_value_only_ppo_expert_in_60k_steps(negate: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_bipedal_walker_learns_from_the_value_only_ppo_expert_in_60k_steps(
+    negate: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The zoo's value-only PPO BipedalWalker expert (a policy and V*, no Q*; 199 on 30 episodes, random -101) with
     the YAML entry: at 60k env steps the median of three seeds was at 90% of the way to the expert
     (docs/benchmarks/beyond_expert.md). BipedalWalker's episodes are chaotic: the bound is on the mean of 10 seeded

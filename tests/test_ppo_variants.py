@@ -416,7 +416,9 @@ def klppo_by_hand(rollout: dict, policy, kl_sign: float, n_epochs: int, lr: floa
         old_mean, old_log_std = policy.action_net(policy.mlp_extractor.forward_actor(obs)), policy.log_std.clone()
 
     def kl(mean: th.Tensor, log_std: th.Tensor) -> th.Tensor:  # KL(N(old) || N(new)), summed over dimensions
-        return (log_std - old_log_std + (th.exp(2 * old_log_std) + (old_mean - mean) ** 2) / (2 * th.exp(2 * log_std)) - 0.5).sum(-1)
+        return (
+            log_std - old_log_std + (th.exp(2 * old_log_std) + (old_mean - mean) ** 2) / (2 * th.exp(2 * log_std)) - 0.5
+        ).sum(-1)
 
     parameters = list(policy.parameters())
     kls = []
@@ -434,7 +436,9 @@ def klppo_by_hand(rollout: dict, policy, kl_sign: float, n_epochs: int, lr: floa
 
 
 @pytest.mark.parametrize(("learning_rate", "beta_after"), [(0.1, 0.5), (0.3, 2.0)])
-def test_klppo_update_with_its_shipped_settings_matches_the_hand_computed_loss(learning_rate: float, beta_after: float) -> None:
+def test_klppo_update_with_its_shipped_settings_matches_the_hand_computed_loss(
+    learning_rate: float, beta_after: float
+) -> None:
     """KLPPO as shipped (no clipping, beta 1, d_targ 0.01, the paper's rule), on rewards of order 1 so that the
     gradient clipping leaves the policy room to move: the parameters after one update equal the hand-computed ones,
     a penalty of the wrong sign or none gives other parameters (the check sees the sign), and beta then follows

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from sb3ext.common.serialization import safe_yaml_load
-from tests.conftest import ROOT, shared_expert, needs
+from tests.conftest import ROOT, needs, shared_expert
 
 PENDULUM_EXPERT = "sac/Pendulum-v1_1"
 
