@@ -162,12 +162,15 @@ def _vecnormalize_pickle(obs_mean, obs_var, ret=None, state_extra=None, state=No
 
 
 # ---------------------------------------------------------------------------------------------------- fixtures
-def build_all(root: Path, shared: Callable[[str], Path]) -> list[Hostile]:
-    """Write every hostile fixture under ``root`` (from the shared experts) and return their descriptions."""
+def build_all(root: Path, shared: Callable[[str], Path], only: set[str] | None = None) -> list[Hostile]:
+    """Write every hostile fixture (or those named in ``only``) under ``root`` from the shared experts and return
+    their descriptions."""
     marker = marker_path(root)
     made: list[Hostile] = []
 
     def make(spec: Hostile, edit: Callable[[Path, Path], None]) -> None:
+        if only is not None and spec.name not in only:
+            return
         folder = root / spec.name / spec.base
         shutil.copytree(shared(spec.base), folder)
         env = spec.base.split("/")[1].rsplit("_", 1)[0]

@@ -155,7 +155,7 @@ def test_control_a_loader_that_runs_the_payload_then_refuses_is_caught(tmp_path:
     """The control for the test above: a loader that imports the env module a checkpoint names (as SB3's load does)
     and then refuses the file exactly as the real loader does. Its report must fail the checks, on the payload only."""
     shared_expert(hostile.PENDULUM), shared_expert(hostile.WALKER)
-    built = {s.name: s for s in hostile.build_all(tmp_path, lambda rel: SHARED_EXPERTS / rel) if s.name == "env_module"}
+    built = {s.name: s for s in hostile.build_all(tmp_path, lambda rel: SHARED_EXPERTS / rel, only={"env_module"})}
     marker = hostile.marker_path(tmp_path)
     folders = [str(SHARED_EXPERTS / hostile.PENDULUM), str(built["env_module"].folder)]
     report = by_fixture(built, run_worker(marker, folders, "--broken-loader"))["env_module"]

@@ -146,9 +146,9 @@ def zoo(*args: str, cwd: Path, env: dict | None = None, timeout: float = 300) ->
     return result
 
 
-# a grace of 20 heartbeats (20 s): far more than a live worker's heartbeat thread is ever late on a loaded 2-core
+# a grace of 10 heartbeats (10 s): far more than a live worker's heartbeat thread is ever late on a loaded 2-core
 # machine; the test waits out the grace after the kill instead of betting that it has passed
-HEARTBEAT_GRACE_S = 20
+HEARTBEAT_GRACE_S = 10
 HEARTBEAT = {"SB3EXT_OPTUNA_HEARTBEAT": "1", "SB3EXT_OPTUNA_GRACE": str(HEARTBEAT_GRACE_S), "PYTHONUNBUFFERED": "1"}
 
 
