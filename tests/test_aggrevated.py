@@ -25,7 +25,6 @@ from sb3ext.algos.aggrevated import AggreVaTeD
 from sb3ext.algos.aggrevated.aggrevated import expected_advantages, leave_one_out_advantages
 from sb3ext.algos.aggrevated.buffers import ExpertActionMemory, StateAggregationBuffer
 from sb3ext.algos.aggrevated.estimators import critic_signal_and_noise, surrogate_terms
-from sb3ext.algos.aggrevated.policies import PolicyAverage
 from sb3ext.algos.aggrevated.rollin import PromisedReturns
 from sb3ext.common.resources import hyperparams_path
 from sb3ext.experts import load_expert
@@ -199,37 +198,6 @@ def _noisy_twin_model(slope: float, episode_steps: int = 200, **kwargs: Any) -> 
     env = make_vec_env("Pendulum-v1", n_envs=2, seed=0, env_kwargs={"max_episode_steps": episode_steps})
     expert = NoisyTwinExpert(env.observation_space, env.action_space, target=1.0, slope=slope, amplitude=1.0)
     return AggreVaTeD("MlpPolicy", env, expert=expert, seed=0, beta_init=0.0, **{**SMALL, **kwargs})
-
-
-def test_noise_floor_keeps_a_flat_critics_advantages_small() -> None:
-    obs = th.zeros(64, 3)
-    flat_off, stats = _noisy_twin_model(slope=0.001)._score_states(obs, obs)
-    flat_on, _ = _noisy_twin_model(slope=0.001, noise_floor=True)._score_states(obs, obs)
-    assert stats["critic_snr"] < 0.1 and stats["critic_low_signal_fraction"] == 1.0
-    assert flat_off.advantages.std().item() == pytest.approx(1.0, rel=1e-3)  # noise blown up to unit size
-    assert flat_on.advantages.std().item() < 0.1  # kept at the critic's own signal-to-noise ratio
-    steep_off, steep_stats = _noisy_twin_model(slope=50.0)._score_states(obs, obs)
-    steep_on, _ = _noisy_twin_model(slope=50.0, noise_floor=True)._score_states(obs, obs)
-    assert steep_stats["critic_snr"] > 3  # signal well above the noise: the floor changes nothing
-    th.testing.assert_close(steep_on.advantages.std(), steep_off.advantages.std())
-
-
-def test_expert_bc_snr_copies_the_expert_where_the_critic_says_nothing() -> None:
-    obs = th.zeros(16, 3)
-    model = _noisy_twin_model(slope=0.001, expert_bc_coef=1.0, expert_bc_snr=1.0, expert_bc_margin=1e9)
-    scores, _ = model._score_states(obs, obs)
-    distribution = model.policy.get_distribution(obs)
-    idx = th.arange(16)
-    on = surrogate_terms(scores, idx, distribution, 0.2, model.action_space, model.device, 1e9, 1.0)
-    off = surrogate_terms(scores, idx, distribution, 0.2, model.action_space, model.device, 1e9, 0.0)
-    assert on["expert_bc_fraction"].item() == 1.0 and on["expert_bc"].item() > 0.1  # mean ~0 vs the expert's 0.5
-    assert off["expert_bc_fraction"].item() == 0.0
-    steep = _noisy_twin_model(slope=50.0)
-    steep_scores, _ = steep._score_states(obs, obs)
-    terms = surrogate_terms(
-        steep_scores, idx, steep.policy.get_distribution(obs), 0.2, steep.action_space, steep.device, 1e9, 1.0
-    )
-    assert terms["expert_bc_fraction"].item() == 0.0
 
 
 def test_expert_bc_margin_minus_inf_pulls_on_every_state() -> None:
@@ -607,12 +575,12 @@ def test_expert_bc_memory_needs_a_weight_and_the_experts_actions() -> None:
 
 
 def test_fall_store_is_rescored_beside_the_window() -> None:
-    """Episodes that terminate (here: after 5 steps) leave their last states in the store; Pendulum's time limit
-    does not count as a fall."""
+    """Episodes that terminate (here: after 70 steps) leave their last 64 states (FALL_STEPS) in the store; Pendulum's
+    time limit does not count as a fall."""
 
-    last_three: list[np.ndarray] = []  # the states an episode's 3rd, 4th and 5th (last) actions were taken in
+    last_64: list[np.ndarray] = []  # the states an episode's 7th to 70th (last) actions were taken in
 
-    class FallsAfterFive(gym.Wrapper):
+    class FallsAfterSeventy(gym.Wrapper):
         def reset(self, **kwargs: Any) -> Any:
             self.steps = 0
             return self.env.reset(**kwargs)
@@ -620,22 +588,22 @@ def test_fall_store_is_rescored_beside_the_window() -> None:
         def step(self, action: Any) -> Any:
             obs, reward, terminated, truncated, info = self.env.step(action)
             self.steps += 1
-            if self.steps in (2, 3, 4):
-                last_three.append(obs)
-            return obs, reward, terminated or self.steps == 5, truncated, info
+            if 6 <= self.steps <= 69:
+                last_64.append(obs)
+            return obs, reward, terminated or self.steps == 70, truncated, info
 
-    env = make_vec_env("Pendulum-v1", n_envs=2, seed=0, wrapper_class=FallsAfterFive)
+    env = make_vec_env("Pendulum-v1", n_envs=2, seed=0, wrapper_class=FallsAfterSeventy)
     model = AggreVaTeD(
-        "MlpPolicy", env, **{**SMALL, "aggregation_window": 1, "aggregation_falls": 64, "aggregation_fall_steps": 3},
+        "MlpPolicy", env, **{**SMALL, "aggregation_window": 1, "aggregation_falls": 256},
         expert=shared_expert("sac/Pendulum-v1_1"), seed=0, beta_init=0.0,
     )  # fmt: skip
-    model.learn(8 * 2 * 2)  # 16 steps per env: 3 falls each
-    assert model._aggregation.n_falls == 6
-    assert model.logger.name_to_value["train/aggregated_falls"] == 6
-    assert model.logger.name_to_value["train/aggregated_states"] == 16 + 6 * 3
+    model.learn(8 * 2 * 9)  # 72 steps per env: one fall each
+    assert model._aggregation.n_falls == 2
+    assert model.logger.name_to_value["train/aggregated_falls"] == 2
+    assert model.logger.name_to_value["train/aggregated_states"] == 16 + 2 * 64
     learner_obs, _ = model._aggregation.get()
-    expected = np.stack(last_three)
-    assert len(expected) == 18
+    expected = np.stack(last_64)
+    assert len(expected) == 128
     np.testing.assert_array_equal(np.unique(learner_obs[16:], axis=0), np.unique(expected, axis=0))
 
     plain = pendulum_model(aggregation_window=1, aggregation_falls=64)  # Pendulum alone ends only at its time limit
@@ -644,49 +612,12 @@ def test_fall_store_is_rescored_beside_the_window() -> None:
 
 
 def test_std_floor_holds() -> None:
-    model = pendulum_model(min_std=0.4, beta_init=0.0)
+    model = pendulum_model(beta_init=0.0)
     with th.no_grad():
         model.policy.log_std.fill_(-5.0)
     model.learn(16)
-    assert th.exp(model.policy.log_std).min().item() >= 0.4 * 2.0 - 1e-6  # fraction of Pendulum's half range 2
-
-
-def test_policy_average_moves_toward_the_iterate_it_keeps() -> None:
-    layer = th.nn.Linear(2, 1)
-    start = [p.detach().clone() for p in layer.parameters()]
-    average = PolicyAverage(0.25)
-    for step in (4.0, 4.0):  # two "iterations", each moving the raw iterate by +4
-        average.begin(layer)
-        with th.no_grad():
-            for p in layer.parameters():
-                p += step
-        average.end(layer)
-    # iterate: start + 8; average: start + 0.25 * 4 = start + 1, then + 0.25 * (8 - 1) = start + 2.75
-    for p, p0 in zip(layer.parameters(), start):
-        th.testing.assert_close(p.detach(), p0 + 2.75)
-    average.begin(layer)  # the optimizer steps the iterate, not the average
-    for p, p0 in zip(layer.parameters(), start):
-        th.testing.assert_close(p.detach(), p0 + 8.0)
-
-
-def test_policy_average_acts_between_iterations_and_is_saved(tmp_path: Path) -> None:
-    model = pendulum_model(policy_average=0.25)
-    before = [p.detach().clone() for p in model.policy.parameters()]
-    model.learn(8 * 2)  # one iteration
-    iterate = model._policy_average._iterate
-    assert not all(th.equal(i, b) for i, b in zip(iterate, before))
-    for p, b, i in zip(model.policy.parameters(), before, iterate):
-        th.testing.assert_close(p.detach(), b + 0.25 * (i - b))
-    assert model.logger.name_to_value["train/average_distance"] > 0
-    obs = np.zeros((3, 3), dtype=np.float32)
-    model.save(tmp_path / "model.zip")
-    loaded = AggreVaTeD.load(tmp_path / "model.zip")
-    np.testing.assert_array_equal(loaded.predict(obs, deterministic=True)[0], model.predict(obs, deterministic=True)[0])
-    # tau = 1: the average is the last iterate, the same run as without averaging
-    every = pendulum_model(policy_average=1.0).learn(8 * 2 * 3)
-    off = pendulum_model().learn(8 * 2 * 3)  # built after the first has learned: seeding resets torch's global stream
-    for a, b in zip(every.policy.parameters(), off.policy.parameters()):
-        th.testing.assert_close(a, b)
+    # MIN_STD (0.1) of Pendulum's half range 2, exactly: the update pushed it lower and the floor put it back
+    assert th.exp(model.policy.log_std).min().item() == pytest.approx(0.1 * 2.0, rel=1e-6)
 
 
 def test_bound_penalty_pushes_the_mean_back_inside() -> None:
@@ -700,16 +631,13 @@ def test_bound_penalty_pushes_the_mean_back_inside() -> None:
     assert model.policy.action_net.bias.item() < 6.0
 
 
-def test_per_state_normalization_scales_each_state() -> None:
+def test_discrete_advantages_are_scaled_per_state() -> None:
+    """Discrete actions: each state's exact advantages are divided by their largest |A| (the Q* gaps of 10 here)."""
     env = make_vec_env("CartPole-v1", n_envs=2, seed=0)
     expert = TableExpert(env.observation_space, env.action_space, np.array([0.0, 10.0]))
-    on = AggreVaTeD("MlpPolicy", env, expert=expert, seed=0, per_state_normalization=True, normalize_advantage=False, **SMALL)
-    off = AggreVaTeD(
-        "MlpPolicy", env, expert=expert, seed=0, per_state_normalization=False, normalize_advantage=False, **SMALL
-    )
+    model = AggreVaTeD("MlpPolicy", env, expert=expert, seed=0, normalize_advantage=False, **SMALL)
     obs = th.zeros(4, 4)
-    assert on._score_states(obs, obs)[0].advantages.abs().amax(dim=-1).tolist() == pytest.approx([1.0] * 4)
-    assert off._score_states(obs, obs)[0].advantages.abs().amax(dim=-1).min().item() > 4.0
+    assert model._score_states(obs, obs)[0].advantages.abs().amax(dim=-1).tolist() == pytest.approx([1.0] * 4)
 
 
 def test_rl_switch_turns_into_ppo() -> None:
@@ -746,7 +674,6 @@ def test_unknown_hyperparameter_names_it_and_suggests() -> None:
         ("aggregation_reservoir", -1),
         ("aggregation_reservoir", 2.5),
         ("aggregation_falls", -1),
-        ("aggregation_fall_steps", 0),
         ("rollin_deterministic", 1.5),
         ("expert_bc_coef", -1.0),
         ("expert_bc_margin", float("nan")),
@@ -756,9 +683,6 @@ def test_unknown_hyperparameter_names_it_and_suggests() -> None:
         ("clone_expert", "yes"),
         ("rl_switch", [5, 2]),
         ("rl_switch", -1),
-        ("min_std", -1.0),
-        ("policy_average", 1.5),
-        ("use_sde", True),
         ("value_estimator", "one_step"),
     ],
 )
@@ -819,7 +743,8 @@ def test_load_with_expert_kwarg_continues_the_schedule(tmp_path: Path) -> None:
 
 def test_model_saved_before_value_estimators_loads_and_trains(tmp_path: Path) -> None:
     """A checkpoint without ``value_estimator`` / ``critic_kwargs`` / ``aggregation_reservoir`` (saved by an older
-    sb3ext) loads, predicts the same, and trains on with a value-only expert (the current default estimator)."""
+    sb3ext), or with the settings since removed (``noise_floor``, ``policy_average``, ...), loads, predicts the same,
+    and trains on with a value-only expert (the current default estimator)."""
     import json
 
     env = make_vec_env("BipedalWalker-v3", n_envs=2, seed=0)
@@ -833,16 +758,20 @@ def test_model_saved_before_value_estimators_loads_and_trains(tmp_path: Path) ->
             if item.filename == "data":
                 data = json.loads(content)
                 assert "value_estimator" in data and "critic_kwargs" in data and "aggregation_reservoir" in data
-                assert "expert_obs_stats" in data and "obs_stats_from_expert" in data
+                assert "obs_stats_from_expert" in data
                 del data["value_estimator"], data["critic_kwargs"], data["aggregation_reservoir"]
-                del data["expert_obs_stats"], data["obs_stats_from_expert"]
+                del data["obs_stats_from_expert"]
+                removed = {"noise_floor": False, "expert_bc_snr": 0.0, "policy_average": 0.0, "min_std": 0.1,
+                           "per_state_normalization": None, "aggregation_fall_steps": 64, "expert_obs_stats": True}  # fmt: skip
+                assert not set(removed) & set(data)
+                data.update(removed)  # as a checkpoint of 0.1.0-dev before the distillation has them
                 content = json.dumps(data).encode()
             target.writestr(item, content)
     loaded = AggreVaTeD.load(old, env=make_vec_env("BipedalWalker-v3", n_envs=2, seed=1))
     obs = np.stack([env.observation_space.sample() for _ in range(5)])
     np.testing.assert_array_equal(model.predict(obs, deterministic=True)[0], loaded.predict(obs, deterministic=True)[0])
     assert loaded.value_estimator == "expert_policy" and loaded.critic_kwargs is None
-    assert loaded.aggregation_reservoir == 0 and loaded.expert_obs_stats and not loaded.obs_stats_from_expert
+    assert loaded.aggregation_reservoir == 0 and not loaded.obs_stats_from_expert
     loaded.set_expert(shared_expert("ppo/BipedalWalker-v3_1"))
     loaded.learn(16, reset_num_timesteps=False)
     assert loaded.imitation_iterations == 2
@@ -850,7 +779,7 @@ def test_model_saved_before_value_estimators_loads_and_trains(tmp_path: Path) ->
 
 def test_learner_observation_statistics_start_from_the_experts_once() -> None:
     """Under the learner's VecNormalize, a fresh learner starts from the expert's frozen observation statistics (a
-    zoo PPO expert's), keeps updating them, and does not copy them again on a later learn(); off: its own."""
+    zoo PPO expert's), keeps updating them, and does not copy them again on a later learn()."""
     expert = load_expert(shared_expert("ppo/BipedalWalker-v3_1"))
     assert expert.normalization is not None and expert.normalization.obs_rms is not None
     expert_rms = expert.normalization.obs_rms
@@ -869,14 +798,6 @@ def test_learner_observation_statistics_start_from_the_experts_once() -> None:
     np.testing.assert_allclose(learner._last_obs, expert.normalize_obs(norm.get_original_obs()), atol=1e-3)
     learner.learn(16)  # reset_num_timesteps=True, but not a fresh learner: its statistics go on
     assert norm.obs_rms.count == pytest.approx(expert_rms.count + 32 + 4)
-
-    own = model(expert_obs_stats=False)
-    own.learn(16)
-    own_norm = own.get_vec_normalize_env()
-    assert own_norm is not None and not own.obs_stats_from_expert and own_norm.obs_rms.count < 100
-
-    with pytest.raises(ValueError, match="expert_obs_stats"):
-        model(expert_obs_stats="yes")
 
 
 def _trajectory(seed: int) -> tuple[np.ndarray, np.ndarray]:

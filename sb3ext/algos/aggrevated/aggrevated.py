@@ -39,7 +39,7 @@ from sb3ext.algos.aggrevated.estimators import (
     surrogate_terms,
     torch_distribution,
 )
-from sb3ext.algos.aggrevated.policies import CnnPolicy, MlpPolicy, PolicyAverage, distribution_and_values, to_channels_last
+from sb3ext.algos.aggrevated.policies import CnnPolicy, MlpPolicy, distribution_and_values, to_channels_last
 from sb3ext.algos.aggrevated.rollin import (
     BetaSchedule,
     PromisedReturns,
@@ -113,10 +113,9 @@ class AggreVaTeD(PPO):
         such as the first steps of episodes longer than the window, are still trained on (0: none). Used by the
         estimators that re-score aggregated states (Q* experts, ``expert_policy``)
     :param aggregation_falls: number of states that led to falls also re-scored at every iteration: the last
-        ``aggregation_fall_steps`` states of each episode that ends in a termination (not a time limit), first in
-        first out (0: none), so that a learner that rarely falls keeps training on how its falls begin after the
-        window has let them go. Same estimators as ``aggregation_reservoir``
-    :param aggregation_fall_steps: how many of a terminated episode's last states ``aggregation_falls`` keeps
+        64 states of each episode that ends in a termination (not a time limit), first in first out (0: none), so
+        that a learner that rarely falls keeps training on how its falls begin after the window has let them go.
+        Same estimators as ``aggregation_reservoir``
     :param rollin_deterministic: fraction of the envs (the first ones) on which the learner's roll-in actions are
         its deterministic action (the distribution's mode, the one it is evaluated and deployed with) instead of a
         sample, so that the aggregated states include those the deterministic policy visits; the K scored samples
@@ -143,12 +142,6 @@ class AggreVaTeD(PPO):
         ``expert_policy``)
     :param expert_bc_memory_coef: weight of the memory's term (None: that of the pull on the aggregated states,
         ``expert_bc_coef``, at least 1 while cloning, see ``clone_expert`` and ``low_signal_fallback``)
-    :param expert_bc_snr: the behaviour-cloning term also applies on the states where the expert's critics do not
-        agree which of the K samples is better: their signal-to-noise ratio (``train/critic_snr``, per state) is
-        below this (0: off; needs an expert with several critics: SAC, TD3, TQC)
-    :param noise_floor: divide the advantages by at least the critics' noise, not only by their standard
-        deviation, so that a flat critic's differences stay small instead of becoming full-size policy steps
-        (Q* experts with several critics; with ``normalize_advantage``)
     :param expert_cap: score each sample with ``min(Q*(s, a), Q*(s, expert action))`` (Q* experts, ``Box``): no
         credit for a sample the critic rates above the expert's own action. Where a critic is nearly flat across
         actions, the learner can otherwise climb its errors on the states it visits itself, away from the expert
@@ -161,23 +154,8 @@ class AggreVaTeD(PPO):
         of following its critic: DAgger with AggreVaTeD's roll-ins, aggregation and network, a baseline at matched
         settings (``Box`` or ``Discrete`` actions; a Q* expert, or a value-only one with ``value_estimator``
         ``expert_policy``)
-    :param per_state_normalization: divide each state's advantages by that state's largest |A|
-        (None: on for discrete actions, off for continuous ones)
     :param bound_coef: weight of the quadratic penalty on the Gaussian mean outside the action bounds
         (in the [-1, 1]-normalised action space); keeps the K samples from all clipping to one action
-    :param min_std: floor on the Gaussian standard deviation, as a fraction of the half action range
-    :param policy_average: weight tau of the newest iterate in an exponential moving average of the policy's
-        parameters over imitation iterations, ``average += tau * (iterate - average)`` after each (0: off). The
-        average is what acts between iterations (roll-ins, evaluation, ``predict``) and what is saved; the optimizer
-        steps the raw iterate, kept beside it. A learner whose iterates scatter around the expert's level then
-        deploys their average. A saved model keeps only the average: training resumed from it starts its iterate
-        there. Imitation phase only (the RL phase goes on from the average)
-    :param expert_obs_stats: when the learner's env is a ``VecNormalize`` that normalises observations and the expert
-        brought its own frozen observation statistics for the same observations (e.g. a zoo PPO expert), the learner's
-        running statistics start from a copy of the expert's (mean, variance and count) at the start of training,
-        instead of from its first few observations. They keep updating, weighted by that count. The learner then
-        reads its inputs on the expert's scale from the first iteration on, and they barely drift while the
-        aggregated states are re-used (False: the learner's statistics start from its own first observations)
     :param rl_switch: None: imitate forever; an int N: switch to plain PPO after N imitation iterations;
         a pair [low, high]: switch after a number of iterations drawn uniformly in it (LOKI)
     :param expert_gae_lambda: lambda of the ``td`` value-only estimator, ``A*_t = sum_k (gamma lambda)^k delta*_{t+k}``
@@ -188,7 +166,6 @@ class AggreVaTeD(PPO):
     :param critic_kwargs: settings of the learned critic: ``net_arch`` (default [256, 256]), ``learning_rate``
         (1e-3), ``batch_size`` (256), ``epochs`` (20: Adam steps per iteration = epochs * new transitions /
         batch_size), ``buffer_size`` (100,000 transitions)
-    :param use_sde: not supported (must be False)
     :param target_kl: stop the epochs of an iteration when the approximate KL exceeds ``1.5 * target_kl``
     :param stats_window_size: Window size for the rollout logging
     :param tensorboard_log: the log location for tensorboard (if None, no logging)
@@ -227,27 +204,19 @@ class AggreVaTeD(PPO):
         aggregation_window: int = 32,
         aggregation_reservoir: int = 0,
         aggregation_falls: int = 0,
-        aggregation_fall_steps: int = 64,
         rollin_deterministic: float = 0.0,
         expert_bc_coef: float = 0.0,
         expert_bc_margin: float = 3.0,
-        expert_bc_snr: float = 0.0,
         expert_bc_memory: int = 0,
         expert_bc_memory_coef: float | None = None,
-        noise_floor: bool = False,
         expert_cap: bool = False,
         low_signal_fallback: bool = False,
         clone_expert: bool = False,
-        per_state_normalization: bool | None = None,
         bound_coef: float = 1.0,
-        min_std: float = 0.1,
-        policy_average: float = 0.0,
-        expert_obs_stats: bool = True,
         rl_switch: int | list[int] | tuple[int, int] | None = None,
         expert_gae_lambda: float = 0.0,
         value_estimator: str = "expert_policy",
         critic_kwargs: dict[str, Any] | None = None,
-        use_sde: bool = False,
         target_kl: float | None = 0.02,
         stats_window_size: int = 100,
         tensorboard_log: str | None = None,
@@ -278,7 +247,7 @@ class AggreVaTeD(PPO):
                 ent_coef=ent_coef,
                 vf_coef=vf_coef,
                 max_grad_norm=max_grad_norm,
-                use_sde=use_sde,
+                use_sde=False,
                 target_kl=target_kl,
                 stats_window_size=stats_window_size,
                 tensorboard_log=tensorboard_log,
@@ -295,22 +264,15 @@ class AggreVaTeD(PPO):
         self.aggregation_window = aggregation_window
         self.aggregation_reservoir = aggregation_reservoir
         self.aggregation_falls = aggregation_falls
-        self.aggregation_fall_steps = aggregation_fall_steps
         self.rollin_deterministic = rollin_deterministic
         self.expert_bc_coef = expert_bc_coef
         self.expert_bc_margin = expert_bc_margin
-        self.expert_bc_snr = expert_bc_snr
         self.expert_bc_memory = expert_bc_memory
         self.expert_bc_memory_coef = expert_bc_memory_coef
-        self.noise_floor = noise_floor
         self.expert_cap = expert_cap
         self.low_signal_fallback = low_signal_fallback
         self.clone_expert = clone_expert
-        self.per_state_normalization = per_state_normalization
         self.bound_coef = bound_coef
-        self.min_std = min_std
-        self.policy_average = policy_average
-        self.expert_obs_stats = expert_obs_stats
         # set once the learner's statistics have been started from the expert's (saved with the model: only once)
         self.obs_stats_from_expert = False
         self.rl_switch = rl_switch
@@ -345,8 +307,6 @@ class AggreVaTeD(PPO):
             raise ValueError(f"AggreVaTeD supports Box and Discrete action spaces, not {self.action_space}")
         if isinstance(self.observation_space, spaces.Dict):
             raise ValueError("AggreVaTeD does not support Dict observation spaces")
-        if self.use_sde:
-            raise bad("use_sde", "False (gSDE exploration is not supported by AggreVaTeD)")
         if not 0.0 <= float(self.beta_init) <= 1.0:
             raise bad("beta_init", "a number in [0, 1]")
         if not 0.0 <= float(self.beta_decay) <= 1.0:
@@ -359,16 +319,12 @@ class AggreVaTeD(PPO):
             raise bad("aggregation_reservoir", "an integer >= 0")
         if int(self.aggregation_falls) != self.aggregation_falls or self.aggregation_falls < 0:
             raise bad("aggregation_falls", "an integer >= 0")
-        if int(self.aggregation_fall_steps) != self.aggregation_fall_steps or self.aggregation_fall_steps < 1:
-            raise bad("aggregation_fall_steps", "an integer >= 1")
         if not 0.0 <= float(self.rollin_deterministic) <= 1.0:
             raise bad("rollin_deterministic", "a fraction of the envs in [0, 1]")
         if not float(self.expert_bc_coef) >= 0:
             raise bad("expert_bc_coef", "a number >= 0")
         if math.isnan(float(self.expert_bc_margin)):
             raise bad("expert_bc_margin", "a number (standard deviations of the samples' Q*; -inf: every state)")
-        if not float(self.expert_bc_snr) >= 0:
-            raise bad("expert_bc_snr", "a number >= 0 (a signal-to-noise ratio; 0: off)")
         if int(self.expert_bc_memory) != self.expert_bc_memory or self.expert_bc_memory < 0:
             raise bad("expert_bc_memory", "an integer >= 0 (a number of states; 0: off)")
         memory_coef = self.expert_bc_memory_coef
@@ -384,24 +340,14 @@ class AggreVaTeD(PPO):
                 "0 here: the memory's term is weighted by expert_bc_coef, which is 0, and neither clone_expert nor "
                 "low_signal_fallback clones the expert; set expert_bc_coef or expert_bc_memory_coef > 0",
             )
-        if self.noise_floor not in (True, False):
-            raise bad("noise_floor", "True or False")
         if self.expert_cap not in (True, False):
             raise bad("expert_cap", "True or False")
         if self.low_signal_fallback not in (True, False):
             raise bad("low_signal_fallback", "True or False")
         if self.clone_expert not in (True, False):
             raise bad("clone_expert", "True or False")
-        if self.per_state_normalization not in (None, True, False):
-            raise bad("per_state_normalization", "None, True or False")
         if self.bound_coef < 0:
             raise bad("bound_coef", "a number >= 0")
-        if self.min_std < 0:
-            raise bad("min_std", "a number >= 0")
-        if not 0.0 <= float(self.policy_average) <= 1.0:
-            raise bad("policy_average", "a number in [0, 1] (the newest iterate's weight; 0: off)")
-        if self.expert_obs_stats not in (True, False):
-            raise bad("expert_obs_stats", "True or False")
         if not 0.0 <= float(self.expert_gae_lambda) <= 1.0:
             raise bad("expert_gae_lambda", "a number in [0, 1]")
         if self.value_estimator not in VALUE_ESTIMATORS:
@@ -423,7 +369,6 @@ class AggreVaTeD(PPO):
         super()._setup_model()
         to_channels_last(self.policy)  # image policies on CPU: the same network, faster training passes
         self._mix_rng = np.random.default_rng(self.seed)
-        self._policy_average = PolicyAverage(float(self.policy_average)) if self.policy_average > 0 else None
         if self.switch_iteration is None and self.rl_switch is not None:
             if isinstance(self.rl_switch, (list, tuple)):
                 low, high = self.rl_switch
@@ -459,10 +404,8 @@ class AggreVaTeD(PPO):
         self._estimator = make_estimator(
             loaded,
             n_action_samples=int(self.n_action_samples),
-            per_state_normalization=self.per_state_normalization,
             normalize_advantage=self.normalize_advantage,
             device=self.device,
-            noise_floor=bool(self.noise_floor),
             expert_cap=bool(self.expert_cap),
             gae_lambda=float(self.expert_gae_lambda),
             value_estimator=self.value_estimator,
@@ -493,7 +436,7 @@ class AggreVaTeD(PPO):
             loaded.observation_space.shape,  # type: ignore[arg-type]
             reservoir=int(self.aggregation_reservoir),
             falls=int(self.aggregation_falls),
-            fall_steps=int(self.aggregation_fall_steps),
+            fall_steps=FALL_STEPS,
             n_envs=self.n_envs,
             rng=np.random.default_rng(None if self.seed is None else [self.seed, 1]),  # not the roll-in's stream
             learner_dtype=self.observation_space.dtype,
@@ -551,7 +494,6 @@ class AggreVaTeD(PPO):
             "_low_signal_seen",
             "_state_tracker",
             "_expert_reads_state",
-            "_policy_average",
         ]
 
     # ------------------------------------------------------------------ roll-in
@@ -574,9 +516,7 @@ class AggreVaTeD(PPO):
 
         n_steps = 0
         rollout_buffer.reset()
-        # Sample new weights for the state dependent exploration
-        if self.use_sde:
-            self.policy.reset_noise(env.num_envs)
+        # sb3ext: no gSDE (AggreVaTeD's use_sde is always False): SB3's reset_noise calls are left out
 
         # sb3ext: the roll-in mixture of this iteration (None in the RL phase)
         beta = self.beta
@@ -595,10 +535,6 @@ class AggreVaTeD(PPO):
         callback.on_rollout_start()
 
         while n_steps < n_rollout_steps:
-            if self.use_sde and self.sde_sample_freq > 0 and n_steps % self.sde_sample_freq == 0:
-                # Sample a new noise matrix
-                self.policy.reset_noise(env.num_envs)
-
             with th.no_grad():
                 # Convert to pytorch tensor or to TensorDict
                 obs_tensor = obs_as_tensor(self._last_obs, self.device)  # type: ignore[arg-type]
@@ -710,8 +646,6 @@ class AggreVaTeD(PPO):
         """Update the policy: imitation (AggreVaTeD) iterations, then plain PPO once ``rl_switch`` is reached."""
         if self.in_rl_phase:
             self.logger.record("train/phase", 1)
-            if self._policy_average is not None:
-                self._policy_average.reset()  # PPO goes on from the average
             super().train()
             return
         self._train_imitation()
@@ -739,11 +673,11 @@ class AggreVaTeD(PPO):
         return expert_action_loss(torch_distribution(distribution), target, self.action_space).mean()
 
     def _log_std_floor(self) -> th.Tensor | None:
-        """log(min_std * half action range) for the policy's state-independent log-std, if it has one."""
+        """log(MIN_STD * half action range) for the policy's state-independent log-std, if it has one."""
         log_std = getattr(self.policy, "log_std", None)
-        if self.min_std > 0 and isinstance(log_std, th.nn.Parameter) and isinstance(self.action_space, spaces.Box):
+        if isinstance(log_std, th.nn.Parameter) and isinstance(self.action_space, spaces.Box):
             half_range = th.as_tensor((self.action_space.high - self.action_space.low) / 2.0, device=self.device)
-            return th.log(self.min_std * half_range).to(log_std.dtype)
+            return th.log(MIN_STD * half_range).to(log_std.dtype)
         return None
 
     def _check_critic_signal(self, stats: dict[str, th.Tensor]) -> None:
@@ -792,8 +726,6 @@ class AggreVaTeD(PPO):
         self.policy.set_training_mode(True)
         self._update_learning_rate(self.policy.optimizer)
         clip_range = self.clip_range(self._current_progress_remaining)  # type: ignore[operator]
-        if self._policy_average is not None:
-            self._policy_average.begin(self.policy)  # the raw iterate is sampled, scored and stepped
 
         estimator = self._estimator
         scoring_start = time.perf_counter()
@@ -840,7 +772,7 @@ class AggreVaTeD(PPO):
                 value_idx = th.randint(n_rollout, (value_batch,), device=self.device)
                 distribution, values = distribution_and_values(self.policy, learner_obs[idx], rollout.observations[value_idx])
                 terms = surrogate_terms(
-                    scores, idx, distribution, clip_range, self.action_space, self.device, bc_margin, float(self.expert_bc_snr)
+                    scores, idx, distribution, clip_range, self.action_space, self.device, bc_margin
                 )
                 value_loss = F.mse_loss(rollout.returns[value_idx], values)
                 # the trust region guards the critic-driven update; cloning has a fixed target and may move further
@@ -877,8 +809,6 @@ class AggreVaTeD(PPO):
             if not continue_training:
                 break
 
-        if self._policy_average is not None:
-            self.logger.record("train/average_distance", self._policy_average.end(self.policy))
         timings["update_s"] = time.perf_counter() - update_start
         for key, seconds in timings.items():
             self.logger.record(f"time/{key}", seconds)
@@ -912,12 +842,15 @@ class AggreVaTeD(PPO):
     def _setup_learn(self, *args: Any, **kwargs: Any) -> Any:
         fresh = self.num_timesteps == 0  # before SB3 resets the counter: a loaded, trained model is not fresh
         result = super()._setup_learn(*args, **kwargs)
-        if fresh and self.expert_obs_stats and not self.obs_stats_from_expert:
+        if fresh and not self.obs_stats_from_expert:
             self._start_from_expert_obs_stats()
         return result
 
     def _start_from_expert_obs_stats(self) -> None:
-        """Copy the expert's observation statistics into the learner's ``VecNormalize`` (see ``expert_obs_stats``)."""
+        """Start the learner's ``VecNormalize`` observation statistics from a copy of the expert's frozen ones (mean,
+        variance and count; e.g. a zoo PPO expert's ``vecnormalize.pkl``) when both read the same observations: the
+        learner reads its inputs on the expert's scale from the first iteration on. They keep updating, weighted by
+        that count."""
         normalizer, expert = observation_normalizer(self.env), self._expert
         stats = getattr(expert.normalization, "obs_rms", None) if expert is not None else None
         own = normalizer.obs_rms if normalizer is not None else None
@@ -962,6 +895,13 @@ class AggreVaTeD(PPO):
 #: experts (Pendulum, HalfCheetah, Hopper) while the learner improves, and 0.6-1.1 with them too once it is at their
 #: level (hence the second condition below).
 LOW_SIGNAL_SNR = 1.0
+
+#: floor of the Gaussian policy's standard deviation, as a fraction of the half action range (0.3 and 0.02 were
+#: measured no better: docs/algos/aggrevated_history.md)
+MIN_STD = 0.1
+
+#: how many of a terminated episode's last states ``aggregation_falls`` keeps (128 was measured no better)
+FALL_STEPS = 64
 
 #: ... without ``low_signal_fallback``, only if the roll-in episodes that began after the ratio first fell below 1
 #: get less than V*(s0) by at least this share of |V*(s0)| (``train/return_shortfall``, over the latest 10 of them,

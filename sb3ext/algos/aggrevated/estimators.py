@@ -96,9 +96,6 @@ class SampledScores(NamedTuple):
     # beats their mean (a large gap: the learner's local samples cannot find what the expert does there)
     expert_actions: th.Tensor | None = None  # (N, *action_shape)
     expert_gap_z: th.Tensor | None = None  # (N,)
-    # Q* experts with several critics: per state, the signal-to-noise ratio of Q* across the K samples
-    # (see :func:`critic_signal_and_noise`); low: the critic says nothing about the learner's actions there
-    signal_to_noise: th.Tensor | None = None  # (N,)
 
 
 class DistributionScores(NamedTuple):
@@ -125,48 +122,31 @@ class Estimator:
 
     :param expert: the expert
     :param n_action_samples: K (continuous actions)
-    :param per_state_normalization: divide each state's advantages by its largest |A| (None: the kind's default)
     :param normalize_advantage: divide all advantages by their standard deviation
     :param device: torch device of the learner
-    :param noise_floor: with ``normalize_advantage``, divide by at least the critics' noise (Q* experts with
-        several critics), not only by the advantages' standard deviation
     """
 
     def __init__(
         self,
         expert: Expert,
         n_action_samples: int,
-        per_state_normalization: bool | None,
         normalize_advantage: bool,
         device: th.device,
-        noise_floor: bool = False,
         expert_cap: bool = False,
     ):
         self.expert = expert
         self.n_action_samples = n_action_samples
-        self.per_state_normalization = per_state_normalization
         self.normalize_advantage = normalize_advantage
         self.device = device
-        self.noise_floor = noise_floor
         self.expert_cap = expert_cap
 
-    def _normalize(self, advantages: th.Tensor, per_state: bool, scale_axis: int, noise: th.Tensor | None = None) -> th.Tensor:
-        """Per state by the largest |A| of the state (optional), then by the batch standard deviation.
-
-        :param noise: per-state noise of the advantages (shape: the advantages' without ``scale_axis``); with
-            ``noise_floor``, the batch scale is at least its root mean square, so that advantages smaller than the
-            critic's own noise are not blown up to full-size policy steps
-        """
+    def _normalize(self, advantages: th.Tensor, per_state: bool, scale_axis: int) -> th.Tensor:
+        """Per state by the largest |A| of the state (``per_state``: the exact expectation over discrete actions),
+        then by the batch standard deviation (``normalize_advantage``)."""
         if per_state:
-            scale = advantages.abs().amax(dim=scale_axis, keepdim=True) + 1e-8
-            advantages = advantages / scale
-            if noise is not None:
-                noise = noise / scale.squeeze(scale_axis)
+            advantages = advantages / (advantages.abs().amax(dim=scale_axis, keepdim=True) + 1e-8)
         if self.normalize_advantage:
-            std = advantages.std()
-            if self.noise_floor and noise is not None:
-                std = th.maximum(std, noise.pow(2).mean().sqrt())
-            advantages = advantages / (std + 1e-8)
+            advantages = advantages / (advantages.std() + 1e-8)
         return advantages
 
 
@@ -219,14 +199,12 @@ class QContinuousEstimator(_QEstimator):
                 "q_twin_spread": expert.critic_spread(q_critics[:, 0]).mean(),
                 "critic_signal": signal.mean(),
             }
-            snr = None
             if noise is not None:
-                snr = signal / (noise + 1e-8)
                 stats["critic_noise"] = noise.mean()
                 stats["critic_snr"] = rms_ratio(signal, noise)
                 stats["critic_low_signal_fraction"] = (signal < noise).float().mean()
-            advantages = self._normalize(advantages, bool(self.per_state_normalization), 0, noise)
-        return SampledScores(actions, log_prob_old, advantages, expert_actions, expert_gap_z(expert_q, q), snr), stats
+            advantages = self._normalize(advantages, False, 0)
+        return SampledScores(actions, log_prob_old, advantages, expert_actions, expert_gap_z(expert_q, q)), stats
 
 
 class QDiscreteEstimator(_QEstimator):
@@ -240,8 +218,7 @@ class QDiscreteEstimator(_QEstimator):
             expert_q = q.max(dim=-1).values
             learner_q = (probs * q).sum(dim=-1)
             stats = {"q_mean": learner_q.mean(), "q_std": learner_q.std(), "q_gap": (expert_q - learner_q).mean()}
-            per_state = True if self.per_state_normalization is None else self.per_state_normalization
-            advantages = self._normalize(advantages, per_state, -1)
+            advantages = self._normalize(advantages, True, -1)
         return DistributionScores(probs, q, advantages), stats
 
 
@@ -269,15 +246,14 @@ class ExpertPolicyEstimator(_QEstimator):
                     "q_std": learner_q.std(),
                     "q_gap": (q.max(dim=-1).values - learner_q).mean(),
                 }
-                per_state = True if self.per_state_normalization is None else self.per_state_normalization
-                return DistributionScores(probs, q, self._normalize(expected_advantages(q, probs), per_state, -1)), stats
+                return DistributionScores(probs, q, self._normalize(expected_advantages(q, probs), True, -1)), stats
             actions = distribution.sample((self.n_action_samples,))  # (K, N, act_dim)
             log_prob_old = distribution.log_prob(actions).sum(dim=-1)
             q = expert.log_prob(expert_obs, actions)  # (K, N)
             expert_actions = th.as_tensor(expert.act(expert_obs.cpu().numpy()), device=self.device, dtype=th.float32)
             expert_q = expert.log_prob(expert_obs, expert_actions)
             stats = {"q_mean": q.mean(), "q_std": q.std(), "q_gap": (expert_q - q.mean(dim=0)).mean()}
-            advantages = self._normalize(leave_one_out_advantages(q), bool(self.per_state_normalization), 0)
+            advantages = self._normalize(leave_one_out_advantages(q), False, 0)
         # the expert's action and its gap let expert_bc_coef pull the mean to it, as with a Q* expert
         return SampledScores(actions, log_prob_old, advantages, expert_actions, expert_gap_z(expert_q, q)), stats
 
@@ -459,8 +435,7 @@ class LearnedQEstimator(Estimator):
                 expert_q = q.gather(1, expert_actions.long().reshape(-1, 1)).squeeze(1)
                 stats = {"q_mean": learner_q.mean(), "q_std": learner_q.std(), "q_gap": (expert_q - learner_q).mean(),
                          "critic_expert_preferred": (expert_q > learner_q).float().mean()}  # fmt: skip
-                per_state = True if self.per_state_normalization is None else self.per_state_normalization
-                return DistributionScores(probs, q, self._normalize(advantages, per_state, -1)), stats
+                return DistributionScores(probs, q, self._normalize(advantages, True, -1)), stats
             assert isinstance(self.action_space, spaces.Box)
             k = self.n_action_samples
             actions = distribution.sample((k,))  # (K, N, act_dim)
@@ -478,7 +453,7 @@ class LearnedQEstimator(Estimator):
                 "critic_action_spread": q.std(dim=0).mean(),
                 "critic_expert_preferred": (expert_q > mean_q).float().mean(),
             }
-            advantages = self._normalize(advantages, bool(self.per_state_normalization), 0)
+            advantages = self._normalize(advantages, False, 0)
         return SampledScores(actions, log_prob_old, advantages), stats
 
 
@@ -542,15 +517,13 @@ def surrogate_terms(
     action_space: spaces.Space,
     device: th.device,
     expert_bc_margin: float | None = None,
-    expert_bc_snr: float = 0.0,
 ) -> dict[str, th.Tensor]:
     """PPO-clipped surrogate of the AggreVaTeD objective on the scored samples of the states ``idx``.
 
     With ``expert_bc_margin`` (Q* experts, Box actions), also ``expert_bc``: the squared distance of the
     Gaussian mean to the expert's action (in half action ranges, averaged over dimensions) on the states where the
     expert's action beats the mean Q* of the learner's K samples by more than ``expert_bc_margin`` of their
-    standard deviations, or where the critic's signal-to-noise ratio across the samples is below
-    ``expert_bc_snr`` (zero elsewhere), and ``expert_bc_fraction``, the share of such states. Discrete actions: the
+    standard deviations (zero elsewhere), and ``expert_bc_fraction``, the share of such states. Discrete actions: the
     cross-entropy of the learner's distribution with the expert's action (the best-scored one: argmax Q*, or
     argmax log pi* for a value-only expert scored by its policy) on the states where that action's score beats the
     learner's expected score by more than ``expert_bc_margin`` standard deviations of the scores across actions.
@@ -593,10 +566,7 @@ def surrogate_terms(
             normalized_mean = unit_actions(torch_dist.mean, action_space)
             bound_penalty = (F.relu(normalized_mean.abs() - 1.0) ** 2).sum(dim=-1).mean()
             if expert_bc_margin is not None and scores.expert_actions is not None and scores.expert_gap_z is not None:
-                chosen = scores.expert_gap_z[idx] > expert_bc_margin
-                if expert_bc_snr > 0 and scores.signal_to_noise is not None:
-                    chosen = chosen | (scores.signal_to_noise[idx] < expert_bc_snr)
-                weight = chosen.float()
+                weight = (scores.expert_gap_z[idx] > expert_bc_margin).float()
                 expert_bc = (weight * expert_action_loss(torch_dist, scores.expert_actions[idx], action_space)).mean()
                 expert_bc_fraction = weight.mean()
     entropy = distribution.entropy()
