@@ -90,8 +90,10 @@ def main(argv: list[str] | None = None) -> int:
         "log_path": str(out),
         "verbose": 0,
     }
+    # the run folder's args.yml is written from these: the zoo's replay scripts read `env_kwargs` from it
+    run_args = argparse.Namespace(**vars(args), algo="aggrevated", env_kwargs=None)
     manager = ExperimentManager(
-        args,
+        run_args,
         "aggrevated",
         args.env,
         str(out / "logs"),
