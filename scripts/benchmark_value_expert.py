@@ -1,7 +1,6 @@
 """AggreVaTeD with a value-only (PPO) expert through the unmodified zoo, beside imitation's DAgger and BC.
 
     python scripts/benchmark_value_expert.py                                     # Hardcore, PPO expert, 3 seeds
-    python scripts/benchmark_value_expert.py --hyperparams value_estimator:"'td'" --tag td
     python scripts/benchmark_value_expert.py --env BipedalWalker-v3 --expert ppo/BipedalWalker-v3_1 -n 100000
 
 Each seed runs ``python -m rl_zoo3.train --algo aggrevated --env <env> --hyperparams expert:'<expert>'
@@ -31,25 +30,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "scripts"))
-from zoo_bench import decorate_curve_axes, evaluate_checkpoints, references, yaml_aggrevated, zoo_train  # noqa: E402
-
-
-def throughput(args: argparse.Namespace, steps: int = 8_192, repeats: int = 3) -> dict[str, float]:
-    """Env steps per second of each value-only estimator at the YAML settings, alternating in one process.
-
-    ``learn(steps)`` after one warm-up iteration, ``repeats`` times per estimator, interleaved; the median.
-    """
-    models = {}
-    for estimator in ("expert_policy", "learned_q", "td"):
-        models[estimator] = yaml_aggrevated(args.env, args.experts / args.expert, value_estimator=estimator)
-        models[estimator].learn(models[estimator].n_envs * models[estimator].n_steps)  # warm-up
-    timings: dict[str, list[float]] = {name: [] for name in models}
-    for _ in range(repeats):
-        for name, model in models.items():
-            start = time.perf_counter()
-            model.learn(steps, reset_num_timesteps=False)
-            timings[name].append(steps / (time.perf_counter() - start))
-    return {name: float(np.median(values)) for name, values in timings.items()}
+from zoo_bench import decorate_curve_axes, evaluate_checkpoints, references, zoo_train  # noqa: E402
 
 
 def imitation_curves(folder: Path | None, env_id: str) -> dict[str, list[dict]]:
@@ -79,7 +60,6 @@ def main() -> None:
     parser.add_argument("--imitation-dir", type=Path, default=None, help="work folder of benchmark_imitation.py")
     parser.add_argument("--work-dir", type=Path, default=ROOT / "bench_runs" / "value_expert")
     parser.add_argument("--out", type=Path, default=ROOT / "docs" / "benchmarks")
-    parser.add_argument("--throughput", action="store_true", help="also time the three value-only estimators")
     args = parser.parse_args()
     from sb3ext.callbacks import first_crossing, threshold_between
 
@@ -195,17 +175,6 @@ def main() -> None:
         "",
         f"![{args.env}]({stem}.png)",
     ]
-    if args.throughput:
-        speeds = throughput(args)
-        lines += [
-            "",
-            "Throughput at these YAML settings (env steps per second of `learn`, updates included, median of 3 "
-            "interleaved repeats of 8,192 steps in one process, one thread):",
-            "",
-            "| value_estimator | env steps/s | relative to `td` |",
-            "|---|---|---|",
-            *[f"| `{name}` | {speed:.0f} | {speed / speeds['td']:.2f} |" for name, speed in speeds.items()],
-        ]
     (args.out / f"{stem}.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
 

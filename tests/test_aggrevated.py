@@ -366,14 +366,6 @@ def test_clone_expert_on_discrete_actions_learns_the_experts_choices() -> None:
     assert agreement > 0.9, agreement  # a policy at chance agrees on about half of them
 
 
-def test_clone_expert_needs_the_experts_actions() -> None:
-    env = make_vec_env("BipedalWalker-v3", n_envs=1, seed=0)
-    for estimator in ("td", "learned_q"):
-        with pytest.raises(ValueError, match=rf"invalid clone_expert=True.*'{estimator}'"):
-            AggreVaTeD("MlpPolicy", env, expert=shared_expert("ppo/BipedalWalker-v3_1"), value_estimator=estimator,
-                       clone_expert=True, **SMALL)  # fmt: skip
-
-
 def test_buffer_log_probs_always_come_from_the_learner() -> None:
     """beta = 1: the expert acts on every step, yet the buffer's log-probabilities are the learner's, for the
     policy that acted; checked on every roll-in of a training run (the policy changes between them)."""
@@ -568,10 +560,6 @@ def test_expert_bc_memory_needs_a_weight_and_the_experts_actions() -> None:
         model = pendulum_model(expert_bc_memory=100, clone_expert=True, expert_bc_memory_coef=coef)
         model.learn(16)
         assert ("train/expert_bc_memory" in model.logger.name_to_value) == used, coef
-    env = make_vec_env("BipedalWalker-v3", n_envs=2, seed=0)
-    with pytest.raises(ValueError, match=r"invalid expert_bc_memory=100; allowed: 0 with value_estimator 'td'"):
-        AggreVaTeD("MlpPolicy", env, expert=shared_expert("ppo/BipedalWalker-v3_1"), value_estimator="td",
-                   expert_bc_coef=1.0, expert_bc_memory=100, **SMALL)  # fmt: skip
 
 
 def test_fall_store_is_rescored_beside_the_window() -> None:
@@ -683,7 +671,6 @@ def test_unknown_hyperparameter_names_it_and_suggests() -> None:
         ("clone_expert", "yes"),
         ("rl_switch", [5, 2]),
         ("rl_switch", -1),
-        ("value_estimator", "one_step"),
     ],
 )
 def test_invalid_values_name_the_key(key: str, value: object) -> None:
@@ -742,9 +729,9 @@ def test_load_with_expert_kwarg_continues_the_schedule(tmp_path: Path) -> None:
 
 
 def test_model_saved_before_value_estimators_loads_and_trains(tmp_path: Path) -> None:
-    """A checkpoint without ``value_estimator`` / ``critic_kwargs`` / ``aggregation_reservoir`` (saved by an older
-    sb3ext), or with the settings since removed (``noise_floor``, ``policy_average``, ...), loads, predicts the same,
-    and trains on with a value-only expert (the current default estimator)."""
+    """A checkpoint without ``aggregation_reservoir`` (saved by an older sb3ext), or with the settings since removed
+    (``noise_floor``, ``policy_average``, ``value_estimator``, ...), loads, predicts the same, and trains on with a
+    value-only expert."""
     import json
 
     env = make_vec_env("BipedalWalker-v3", n_envs=2, seed=0)
@@ -757,12 +744,11 @@ def test_model_saved_before_value_estimators_loads_and_trains(tmp_path: Path) ->
             content = source.read(item.filename)
             if item.filename == "data":
                 data = json.loads(content)
-                assert "value_estimator" in data and "critic_kwargs" in data and "aggregation_reservoir" in data
-                assert "obs_stats_from_expert" in data
-                del data["value_estimator"], data["critic_kwargs"], data["aggregation_reservoir"]
-                del data["obs_stats_from_expert"]
+                assert "aggregation_reservoir" in data and "obs_stats_from_expert" in data
+                del data["aggregation_reservoir"], data["obs_stats_from_expert"]
                 removed = {"noise_floor": False, "expert_bc_snr": 0.0, "policy_average": 0.0, "min_std": 0.1,
-                           "per_state_normalization": None, "aggregation_fall_steps": 64, "expert_obs_stats": True}  # fmt: skip
+                           "per_state_normalization": None, "aggregation_fall_steps": 64, "expert_obs_stats": True,
+                           "value_estimator": "learned_q", "critic_kwargs": None, "expert_gae_lambda": 0.0}  # fmt: skip
                 assert not set(removed) & set(data)
                 data.update(removed)  # as a checkpoint of 0.1.0-dev before the distillation has them
                 content = json.dumps(data).encode()
@@ -770,7 +756,6 @@ def test_model_saved_before_value_estimators_loads_and_trains(tmp_path: Path) ->
     loaded = AggreVaTeD.load(old, env=make_vec_env("BipedalWalker-v3", n_envs=2, seed=1))
     obs = np.stack([env.observation_space.sample() for _ in range(5)])
     np.testing.assert_array_equal(model.predict(obs, deterministic=True)[0], loaded.predict(obs, deterministic=True)[0])
-    assert loaded.value_estimator == "expert_policy" and loaded.critic_kwargs is None
     assert loaded.aggregation_reservoir == 0 and not loaded.obs_stats_from_expert
     loaded.set_expert(shared_expert("ppo/BipedalWalker-v3_1"))
     loaded.learn(16, reset_num_timesteps=False)
@@ -870,88 +855,6 @@ def test_discrete_runs_with_the_real_dqn_expert() -> None:
 
 
 # ---------------------------------------------------------------------- value-only experts (A* = r + gamma V*(s') - V*(s))
-class CounterEnv(gym.Env):
-    """obs = [t], reward 1 per step, terminated when t reaches 3."""
-
-    observation_space = spaces.Box(0.0, 10.0, (1,), dtype=np.float32)
-    action_space = spaces.Box(-1.0, 1.0, (1,), dtype=np.float32)
-
-    def reset(self, *, seed=None, options=None):
-        super().reset(seed=seed)
-        self.t = 0
-        return np.array([0.0], dtype=np.float32), {}
-
-    def step(self, action):
-        self.t += 1
-        return np.array([float(self.t)], dtype=np.float32), 1.0, self.t == 3, False, {}
-
-
-@pytest.mark.parametrize(
-    "lam,expected", [(0.0, [2.0, 1.0, -3.0]), (1.0, [2.0 + 0.5 * (1.0 + 0.5 * -3.0), 1.0 + 0.5 * -3.0, -3.0])]
-)
-def test_value_only_advantages_match_hand_computation(lam: float, expected: list[float]) -> None:
-    """V*(s) = 2 s, gamma* = 0.5, r = 1: delta(0->1) = 1 + 0.5*2 - 0 = 2, delta(1->2) = 1, delta(2->3, terminal) = 1 - 4 = -3."""
-    from stable_baselines3.common.vec_env import DummyVecEnv
-
-    from tests.toy_experts import LinearValueExpert
-
-    env = DummyVecEnv([CounterEnv])
-    expert = LinearValueExpert(env.observation_space, env.action_space, slope=2.0, gamma=0.5)
-    model = AggreVaTeD("MlpPolicy", env, expert=expert, n_steps=6, batch_size=6, beta_init=0.0, expert_gae_lambda=lam,
-                       value_estimator="td", normalize_advantage=False, seed=0, policy_kwargs=dict(net_arch=[8]))  # fmt: skip
-    model._setup_learn(6, None)
-    model.collect_rollouts(model.env, model._init_callback(None), model.rollout_buffer, model.n_steps)
-    obs, data, stats = model._value_expert_samples()
-    np.testing.assert_allclose(obs.numpy().flatten(), [0, 1, 2, 0, 1, 2])
-    np.testing.assert_allclose(data.advantages.numpy().flatten(), expected * 2, rtol=1e-6)
-    np.testing.assert_allclose(data.log_prob_old.numpy().flatten(), model.rollout_buffer.log_probs.flatten())
-    assert stats["learner_steps"].item() == 6
-
-
-@pytest.mark.parametrize(
-    "lam,expected", [(0.0, [2.0, 1.0, -3.0]), (0.5, [2.0 + 0.25 * (1.0 + 0.25 * -3.0), 1.0 + 0.25 * -3.0, -3.0])]
-)
-def test_learned_critic_targets_match_hand_computation(lam: float, expected: list[float]) -> None:
-    """The critic's fixed targets: delta* (as above), or its (gamma lambda)-weighted sums along the roll-in."""
-    from stable_baselines3.common.vec_env import DummyVecEnv
-
-    from tests.toy_experts import LinearValueExpert
-
-    env = DummyVecEnv([CounterEnv])
-    expert = LinearValueExpert(env.observation_space, env.action_space, slope=2.0, gamma=0.5)
-    model = AggreVaTeD("MlpPolicy", env, expert=expert, n_steps=6, batch_size=6, beta_init=0.0, value_estimator="learned_q",
-                       critic_kwargs={"target_lambda": lam}, seed=0, policy_kwargs=dict(net_arch=[8]))  # fmt: skip
-    model._setup_learn(6, None)
-    model.collect_rollouts(model.env, model._init_callback(None), model.rollout_buffer, model.n_steps)
-    model._estimator.add(model._rollin_record.arrays(), model.rollout_buffer)
-    np.testing.assert_allclose(model._estimator.buffer.targets[:6], expected * 2, rtol=1e-6)
-
-
-def test_value_only_expert_steps_are_left_out() -> None:
-    from stable_baselines3.common.vec_env import DummyVecEnv
-
-    from tests.toy_experts import LinearValueExpert
-
-    env = DummyVecEnv([CounterEnv, CounterEnv])
-    expert = LinearValueExpert(env.observation_space, env.action_space, slope=2.0, gamma=0.5)
-    model = AggreVaTeD(
-        "MlpPolicy",
-        env,
-        expert=expert,
-        n_steps=8,
-        beta_init=0.5,
-        beta_decay=1.0,
-        seed=1,
-        value_estimator="td",
-        **{"policy_kwargs": dict(net_arch=[8])},
-    )
-    model._setup_learn(16, None)
-    model.collect_rollouts(model.env, model._init_callback(None), model.rollout_buffer, model.n_steps)
-    obs, data, _ = model._value_expert_samples()
-    executed_by_learner = int((~model._rollin_record.arrays().use_expert).sum())
-    assert 0 < executed_by_learner < 16 and len(obs) == executed_by_learner == data.advantages.shape[1]
-
-
 def test_expert_bc_works_with_a_value_only_expert_scored_by_its_policy() -> None:
     env = make_vec_env("BipedalWalker-v3", n_envs=2, seed=0)
     expert = load_expert(shared_expert("ppo/BipedalWalker-v3_1"))
@@ -968,22 +871,13 @@ def test_expert_bc_works_with_a_value_only_expert_scored_by_its_policy() -> None
     assert model.logger.name_to_value["train/expert_bc"] > 0
 
 
-@pytest.mark.parametrize("estimator", ["expert_policy", "learned_q", "td"])
-def test_real_value_only_expert_trains(estimator: str) -> None:
+def test_real_value_only_expert_trains() -> None:
     env = make_vec_env("BipedalWalker-v3", n_envs=2, seed=0)
-    model = AggreVaTeD(
-        "MlpPolicy", env, expert=shared_expert("ppo/BipedalWalker-v3_1"), seed=0, value_estimator=estimator, **SMALL
-    )
+    model = AggreVaTeD("MlpPolicy", env, expert=shared_expert("ppo/BipedalWalker-v3_1"), seed=0, **SMALL)
     model.learn(64)
     assert model.imitation_iterations == 4
-    logged = model.logger.name_to_value
-    if estimator == "td":
-        assert logged["train/learner_steps"] > 0
-    else:  # K = 4 samples scored at the last 4 roll-ins' states (8 steps x 2 envs each)
-        assert logged["train/aggregated_states"] == 64
-    if estimator == "learned_q":
-        for key in ("critic_td_error", "critic_explained_variance", "critic_loss", "critic_expert_preferred"):
-            assert np.isfinite(logged[f"train/{key}"]), key
+    # K = 4 samples scored at the last 4 roll-ins' states (8 steps x 2 envs each)
+    assert model.logger.name_to_value["train/aggregated_states"] == 64
 
 
 def test_expert_policy_estimator_moves_the_mean_toward_the_experts() -> None:
@@ -992,8 +886,7 @@ def test_expert_policy_estimator_moves_the_mean_toward_the_experts() -> None:
 
     env = make_vec_env("Pendulum-v1", n_envs=2, seed=0)
     expert = GaussianPolicyExpert(env.observation_space, env.action_space, np.array([0.8], dtype=np.float32))
-    model = AggreVaTeD("MlpPolicy", env, expert=expert, seed=0, beta_init=0.0, value_estimator="expert_policy",
-                       **{**SMALL, "n_epochs": 10})  # fmt: skip
+    model = AggreVaTeD("MlpPolicy", env, expert=expert, seed=0, beta_init=0.0, **{**SMALL, "n_epochs": 10})
     old_policy = copy.deepcopy(model.policy)
     model.learn(16)
     obs = th.as_tensor(model._aggregation.get()[0])
@@ -1002,73 +895,3 @@ def test_expert_policy_estimator_moves_the_mean_toward_the_experts() -> None:
     assert ((after - 0.8).abs() < (before - 0.8).abs()).float().mean() > 0.95
     assert (after - before).mean().item() > 0.02
     assert model.logger.name_to_value["train/q_gap"] > 0  # the expert's own action is its most likely one
-
-
-class TargetActionEnv(gym.Env):
-    """r = -(a - 0.6)^2 per step, random observations, 4-step episodes: with V* = 0, delta* = r."""
-
-    observation_space = spaces.Box(-1.0, 1.0, (2,), dtype=np.float32)
-    action_space = spaces.Box(-2.0, 2.0, (1,), dtype=np.float32)
-
-    def reset(self, *, seed=None, options=None):
-        super().reset(seed=seed)
-        self.t = 0
-        return self.np_random.uniform(-1, 1, 2).astype(np.float32), {}
-
-    def step(self, action):
-        self.t += 1
-        reward = -float((np.clip(action[0], -2, 2) - 0.6) ** 2)
-        return self.np_random.uniform(-1, 1, 2).astype(np.float32), reward, False, self.t == 4, {}
-
-
-def test_learned_critic_fits_the_one_step_target_and_steers_the_learner() -> None:
-    """V* = 0 and r = -(a - 0.6)^2: the critic must learn delta* = r from the executed actions alone
-    (its held-out TD error falls well below the target's variance) and move the learner's mean toward 0.6."""
-    from stable_baselines3.common.vec_env import DummyVecEnv
-
-    from tests.toy_experts import LinearValueExpert
-
-    env = DummyVecEnv([TargetActionEnv] * 2)
-    env.seed(0)
-    expert = LinearValueExpert(env.observation_space, env.action_space, slope=0.0, gamma=0.99)
-    model = AggreVaTeD("MlpPolicy", env, expert=expert, seed=0, beta_init=0.0, value_estimator="learned_q",
-                       n_steps=32, batch_size=64, n_epochs=5, n_action_samples=8, aggregation_window=2,
-                       policy_kwargs=dict(net_arch=[16], log_std_init=0.0), critic_kwargs=dict(net_arch=[32, 32], epochs=50, batch_size=64, target_lambda=0.0))  # fmt: skip
-    obs_probe = th.as_tensor(np.random.default_rng(1).uniform(-1, 1, (64, 2)).astype(np.float32))
-    before = model.policy.get_distribution(obs_probe).distribution.mean.detach()
-    errors = []
-    for _ in range(6):
-        model.learn(64, reset_num_timesteps=False)
-        errors.append(model.logger.name_to_value["train/critic_explained_variance"])
-    after = model.policy.get_distribution(obs_probe).distribution.mean.detach()
-    assert errors[-1] > 0.8, errors  # the critic predicts the fresh roll-in's targets before training on them
-    assert ((after - 0.6).abs() < (before - 0.6).abs()).float().mean() > 0.95 and (after - before).mean() > 0.03
-    assert model.logger.name_to_value["train/critic_updates"] == np.ceil(50 * 64 / 64)
-
-
-@pytest.mark.parametrize(
-    "critic_kwargs,match",
-    [
-        ({"net_arc": [8]}, r"unknown critic_kwargs key\(s\) 'net_arc'"),
-        ({"net_arch": []}, r"invalid critic_kwargs\['net_arch'\]=\[\]"),
-        ({"epochs": 0}, r"invalid critic_kwargs\['epochs'\]=0"),
-        ({"batch_size": 2.5}, r"invalid critic_kwargs\['batch_size'\]=2.5"),
-        ({"target_lambda": 1.5}, r"invalid critic_kwargs\['target_lambda'\]=1.5; allowed: a number in \[0, 1\]"),
-        ("big", r"invalid critic_kwargs='big'"),
-    ],
-)
-def test_bad_critic_kwargs_name_the_key(critic_kwargs: object, match: str) -> None:
-    with pytest.raises(ValueError, match=match):
-        pendulum_model(critic_kwargs=critic_kwargs)
-
-
-def test_bad_value_estimator_names_the_choices() -> None:
-    with pytest.raises(ValueError, match=r"invalid value_estimator='q'; allowed: 'learned_q', 'expert_policy', 'td'"):
-        pendulum_model(value_estimator="q")
-
-
-def test_q_experts_ignore_the_value_estimator() -> None:
-    from sb3ext.algos.aggrevated.estimators import QContinuousEstimator
-
-    model = pendulum_model(value_estimator="learned_q")
-    assert type(model._estimator) is QContinuousEstimator

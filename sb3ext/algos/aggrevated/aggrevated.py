@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import copy
-import dataclasses
 import math
 import os
 import time
@@ -23,14 +22,10 @@ from stable_baselines3.common.utils import explained_variance, obs_as_tensor
 from stable_baselines3.common.vec_env import VecEnv
 from torch.nn import functional as F
 
-from sb3ext.algos.aggrevated.buffers import ExpertActionMemory, RollInRecord, StateAggregationBuffer
-from sb3ext.algos.aggrevated.critic import CriticSettings
+from sb3ext.algos.aggrevated.buffers import ExpertActionMemory, StateAggregationBuffer
 from sb3ext.algos.aggrevated.estimators import (
-    VALUE_ESTIMATORS,
     Estimator,
-    LearnedQEstimator,
     Scores,
-    ValueOnlyEstimator,
     _QEstimator,
     expected_advantages,
     expert_action_loss,
@@ -73,16 +68,9 @@ class AggreVaTeD(PPO):
 
     * continuous actions: K samples per state, leave-one-out baseline ``A_k = q_k - mean_{j!=k} q_j``;
     * discrete actions: the exact expectation over all actions, baseline ``sum_a pi_old(a|s) Q*(s,a)``;
-    * value-only experts (PPO, A2C: V* but no Q*), ``value_estimator="expert_policy"`` (default): the expert's
-      own policy as its soft advantage, ``A*(s, a) = alpha log pi*(a|s)`` (exact for an entropy-regularised
-      optimal expert), scoring K learner samples per aggregated state (all actions when discrete);
-    * value-only experts, ``value_estimator="learned_q"``: a critic
-      ``Q_phi(s, a) = V*(s) + A_phi(s, a)`` regressed onto the fixed target ``r + gamma V*(s')`` on the
-      transitions of the last roll-ins (learner and expert actions) scores K learner samples per state,
-      as a Q* expert's critic would;
-    * value-only experts, ``value_estimator="td"``: on the steps the learner itself executed in the
-      latest roll-in, ``A* = r + gamma V*(s') - V*(s)`` in the expert's reward scale (optionally
-      lambda-weighted), one sample per state.
+    * value-only experts (PPO, A2C, TRPO: V* but no Q*): the expert's own policy as its soft advantage,
+      ``A*(s, a) = alpha log pi*(a|s)`` (exact for an entropy-regularised optimal expert), scoring K learner
+      samples per aggregated state (all actions when discrete).
 
     A value head is trained on the environment's returns throughout, so that after ``rl_switch``
     imitation iterations training can continue as plain PPO (GAE on the env reward) and surpass an
@@ -158,14 +146,6 @@ class AggreVaTeD(PPO):
         (in the [-1, 1]-normalised action space); keeps the K samples from all clipping to one action
     :param rl_switch: None: imitate forever; an int N: switch to plain PPO after N imitation iterations;
         a pair [low, high]: switch after a number of iterations drawn uniformly in it (LOKI)
-    :param expert_gae_lambda: lambda of the ``td`` value-only estimator, ``A*_t = sum_k (gamma lambda)^k delta*_{t+k}``
-        (0: the one-step ``r + gamma V*(s') - V*(s)``); unused with Q experts
-    :param value_estimator: estimator for a value-only expert: ``"expert_policy"`` (its policy's soft advantage),
-        ``"learned_q"`` (a learned critic, see above) or ``"td"`` (the one-step / lambda estimator on executed
-        steps); unused with Q experts, which use their own Q*
-    :param critic_kwargs: settings of the learned critic: ``net_arch`` (default [256, 256]), ``learning_rate``
-        (1e-3), ``batch_size`` (256), ``epochs`` (20: Adam steps per iteration = epochs * new transitions /
-        batch_size), ``buffer_size`` (100,000 transitions)
     :param target_kl: stop the epochs of an iteration when the approximate KL exceeds ``1.5 * target_kl``
     :param stats_window_size: Window size for the rollout logging
     :param tensorboard_log: the log location for tensorboard (if None, no logging)
@@ -214,9 +194,6 @@ class AggreVaTeD(PPO):
         clone_expert: bool = False,
         bound_coef: float = 1.0,
         rl_switch: int | list[int] | tuple[int, int] | None = None,
-        expert_gae_lambda: float = 0.0,
-        value_estimator: str = "expert_policy",
-        critic_kwargs: dict[str, Any] | None = None,
         target_kl: float | None = 0.02,
         stats_window_size: int = 100,
         tensorboard_log: str | None = None,
@@ -276,9 +253,6 @@ class AggreVaTeD(PPO):
         # set once the learner's statistics have been started from the expert's (saved with the model: only once)
         self.obs_stats_from_expert = False
         self.rl_switch = rl_switch
-        self.expert_gae_lambda = expert_gae_lambda
-        self.value_estimator = value_estimator
-        self.critic_kwargs = critic_kwargs
         # Progress of the imitation phase: saved with the model, not reset by learn(reset_num_timesteps=True),
         # so that `-i` / a resumed checkpoint continues the beta schedule and the switch to RL.
         self.imitation_iterations = 0
@@ -287,7 +261,6 @@ class AggreVaTeD(PPO):
         self._aggregation: StateAggregationBuffer | None = None
         self._bc_memory: ExpertActionMemory | None = None
         self._estimator: Estimator | None = None
-        self._rollin_record = RollInRecord()
         self._promised: PromisedReturns | None = None  # roll-in returns against V*(s0) (train/return_shortfall)
         self._last_expert_fraction = 0.0
         self._warned_low_signal = False
@@ -348,14 +321,6 @@ class AggreVaTeD(PPO):
             raise bad("clone_expert", "True or False")
         if self.bound_coef < 0:
             raise bad("bound_coef", "a number >= 0")
-        if not 0.0 <= float(self.expert_gae_lambda) <= 1.0:
-            raise bad("expert_gae_lambda", "a number in [0, 1]")
-        if self.value_estimator not in VALUE_ESTIMATORS:
-            raise bad("value_estimator", ", ".join(map(repr, VALUE_ESTIMATORS)))
-        if self.critic_kwargs is not None and not isinstance(self.critic_kwargs, dict):
-            keys = ", ".join(f.name for f in dataclasses.fields(CriticSettings))
-            raise bad("critic_kwargs", f"None or a dict (keys: {keys})")
-        CriticSettings.from_kwargs(self.critic_kwargs)
         switch = self.rl_switch
         if switch is not None:
             if isinstance(switch, (list, tuple)):
@@ -407,28 +372,7 @@ class AggreVaTeD(PPO):
             normalize_advantage=self.normalize_advantage,
             device=self.device,
             expert_cap=bool(self.expert_cap),
-            gae_lambda=float(self.expert_gae_lambda),
-            value_estimator=self.value_estimator,
-            learned_q={
-                "action_space": self.action_space,
-                "learner_shape": self.observation_space.shape,
-                "score_window": self.aggregation_window * self.n_steps * self.n_envs,
-                "settings": CriticSettings.from_kwargs(self.critic_kwargs),
-                "seed": self.seed,
-            },
         )
-        if self.clone_expert and isinstance(self._estimator, (ValueOnlyEstimator, LearnedQEstimator)):
-            raise invalid(
-                "AggreVaTeD", "clone_expert", True,
-                f"False with value_estimator {self.value_estimator!r} (it does not query the expert's actions at the "
-                "aggregated states); a value-only expert clones with 'expert_policy'",
-            )  # fmt: skip
-        if self.expert_bc_memory and isinstance(self._estimator, (ValueOnlyEstimator, LearnedQEstimator)):
-            raise invalid(
-                "AggreVaTeD", "expert_bc_memory", self.expert_bc_memory,
-                f"0 with value_estimator {self.value_estimator!r} (the pull needs the expert's actions; a value-only "
-                "expert gives them with 'expert_policy')",
-            )  # fmt: skip
         self._aggregation = StateAggregationBuffer(
             self.aggregation_window,
             self.n_steps * self.n_envs,
@@ -487,7 +431,6 @@ class AggreVaTeD(PPO):
             "_bc_memory",
             "_mix_rng",
             "_estimator",
-            "_rollin_record",
             "_promised",
             "_timings",
             "_warned_low_signal",
@@ -527,7 +470,7 @@ class AggreVaTeD(PPO):
             learner_mode = np.arange(env.num_envs) < n_mode  # the first envs roll in with the learner's mode
             if self._expert_reads_state and (self._state_tracker is None or self._state_tracker.base is not base_vec_env(env)):
                 self._state_tracker = StateTracker(env)  # the expert observes info["state"] (a new env: a new tracker)
-            rollin = RollIn(self._expert, beta, self._mix_rng, self._aggregation, self._rollin_record,
+            rollin = RollIn(self._expert, beta, self._mix_rng, self._aggregation,
                             self.get_vec_normalize_env(), learner_mode,
                             self._state_tracker if self._expert_reads_state else None,
                             observation_normalizer(self.env), self._promised_returns(env), self._bc_memory)  # fmt: skip
@@ -658,11 +601,6 @@ class AggreVaTeD(PPO):
         assert isinstance(self._estimator, _QEstimator)
         return self._estimator.score(self.policy, expert_obs, learner_obs)
 
-    def _value_expert_samples(self) -> tuple[th.Tensor, Scores, dict[str, th.Tensor]]:
-        """Learner-executed steps of the latest roll-in with A* = r + gamma V*(s') - V*(s) (lambda-weighted)."""
-        assert isinstance(self._estimator, ValueOnlyEstimator)
-        return self._estimator.samples(self._rollin_record.arrays(), self.rollout_buffer)
-
     def _memory_bc_loss(self, memory: ExpertActionMemory, view: Any) -> th.Tensor:
         """``expert_bc_memory``: the pull toward the expert's action on a minibatch drawn from the visited states."""
         idx = th.randint(memory.size, (min(self.batch_size, memory.size),)).numpy()
@@ -730,14 +668,8 @@ class AggreVaTeD(PPO):
         estimator = self._estimator
         scoring_start = time.perf_counter()
         view = learner_view(observation_normalizer(self.env), self.observation_space.dtype)
-        record = self._rollin_record
-        if isinstance(estimator, LearnedQEstimator):
-            learner_obs, scores, stats = estimator.samples(record.arrays(), self.rollout_buffer, self.policy, view)
-        elif isinstance(estimator, ValueOnlyEstimator):
-            learner_obs, scores, stats = estimator.samples(record.arrays(), self.rollout_buffer)
-        else:
-            assert isinstance(estimator, _QEstimator)
-            learner_obs, scores, stats = estimator.samples(self.policy, self._aggregation, view)
+        assert isinstance(estimator, _QEstimator)
+        learner_obs, scores, stats = estimator.samples(self.policy, self._aggregation, view)
         n_states = len(learner_obs)
         update_start = time.perf_counter()
         timings = {**self._timings, "scoring_s": update_start - scoring_start}
@@ -771,9 +703,7 @@ class AggreVaTeD(PPO):
                 idx = permutation[start : start + self.batch_size]
                 value_idx = th.randint(n_rollout, (value_batch,), device=self.device)
                 distribution, values = distribution_and_values(self.policy, learner_obs[idx], rollout.observations[value_idx])
-                terms = surrogate_terms(
-                    scores, idx, distribution, clip_range, self.action_space, self.device, bc_margin
-                )
+                terms = surrogate_terms(scores, idx, distribution, clip_range, self.action_space, self.device, bc_margin)
                 value_loss = F.mse_loss(rollout.returns[value_idx], values)
                 # the trust region guards the critic-driven update; cloning has a fixed target and may move further
                 if not imitate and kl_exceeded(terms["approx_kl"].item(), self.target_kl):

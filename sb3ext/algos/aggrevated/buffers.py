@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+from typing import Any
 
 import numpy as np
 
@@ -192,37 +192,3 @@ class ExpertActionMemory:
     def stored(self) -> tuple[np.ndarray, np.ndarray]:
         """The stored states and the expert's actions there (views, no copy)."""
         return self.learner_obs[: self.size], self.expert_actions[: self.size]
-
-
-class RollInArrays(NamedTuple):
-    """One roll-in of a value-only expert, stacked to ``(n_steps, n_envs, ...)``."""
-
-    expert_obs: np.ndarray  # s, as the expert observes it
-    use_expert: np.ndarray  # whether the expert acted at s
-    rewards: np.ndarray  # r, on the scale of the expert's value function
-    next_expert_obs: np.ndarray  # s' (the real last observation at truncations), as the expert observes it
-    terminated: np.ndarray  # V*(s') = 0
-    dones: np.ndarray  # the episode ended (terminated or truncated): no lambda-return across it
-    learner_obs: np.ndarray  # s, as the learner observes it, or as the env emitted it (see ``rollin.learner_view``)
-
-
-class RollInRecord:
-    """The transitions of the latest roll-in that a value-only expert's estimator needs (typed, not a dict)."""
-
-    def __init__(self) -> None:
-        self.reset()
-
-    def reset(self) -> None:
-        self._states: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
-        self._steps: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []
-
-    def add_state(self, expert_obs: np.ndarray, use_expert: np.ndarray, learner_obs: np.ndarray) -> None:
-        self._states.append((expert_obs, use_expert, learner_obs))
-
-    def add_step(self, rewards: np.ndarray, next_expert_obs: np.ndarray, terminated: np.ndarray, dones: np.ndarray) -> None:
-        self._steps.append((rewards, next_expert_obs, terminated, dones))
-
-    def arrays(self) -> RollInArrays:
-        expert_obs, use_expert, learner_obs = (np.stack(column) for column in zip(*self._states))
-        rewards, next_expert_obs, terminated, dones = (np.stack(column) for column in zip(*self._steps))
-        return RollInArrays(expert_obs, use_expert, rewards, next_expert_obs, terminated, dones, learner_obs)

@@ -21,7 +21,7 @@ import torch as th
 from gymnasium import spaces
 from stable_baselines3.common.vec_env import VecEnv, VecNormalize
 
-from sb3ext.algos.aggrevated.buffers import ExpertActionMemory, RollInRecord, StateAggregationBuffer
+from sb3ext.algos.aggrevated.buffers import ExpertActionMemory, StateAggregationBuffer
 from sb3ext.common.expert_state import STATE_KEY, StateTracker, state_space_of
 from sb3ext.experts import Q_CONTINUOUS, Q_DISCRETE, VALUE_ONLY, Expert
 from sb3ext.experts.expert import describe_space, spaces_match
@@ -180,7 +180,6 @@ class RollIn:
         beta: float,
         rng: np.random.Generator,
         aggregation: StateAggregationBuffer,
-        record: RollInRecord,
         vec_normalize: VecNormalize | None,
         learner_mode: np.ndarray | None = None,
         states: StateTracker | None = None,
@@ -197,11 +196,9 @@ class RollIn:
         self.beta = beta
         self.rng = rng
         self.aggregation = aggregation
-        self.record = record
         self.vec_normalize = vec_normalize
         self.n_expert_actions = 0
         self.expert_seconds = 0.0  # wall-clock of the expert's action queries
-        record.reset()
 
     def original_obs(self, last_obs: Any) -> np.ndarray:
         """What the expert observes now: the env's state (``info["state"]``) if it reads that, else the observation
@@ -233,8 +230,6 @@ class RollIn:
             self.promised.start(starts, promised_values(expert, expert_obs[starts]))
             self.expert_seconds += time.perf_counter() - start
         use_expert = self.rng.random(len(expert_obs)) < self.beta
-        if expert.kind == VALUE_ONLY:
-            self.record.add_state(expert_obs, use_expert, learner_obs)
         per_env = (-1, *([1] * (actions.ndim - 1)))  # broadcasts one flag per env over the action dimensions
         changed = False
         if self.learner_mode is not None:
@@ -262,9 +257,10 @@ class RollIn:
         return actions, log_probs
 
     def observe(self, new_obs: Any, rewards: np.ndarray, dones: np.ndarray, infos: list[dict[str, Any]]) -> None:
-        """Store r, s' and termination of one vectorised step, in the expert's view and reward scale (value-only);
-        add the rewards to the episodes' returns; follow the env's state when the expert reads it."""
-        next_states = self.states.step(dones, infos) if self.states is not None else None
+        """Add the rewards to the episodes' returns (in the expert's reward scale), note the episodes that ended in a
+        fall, and follow the env's state when the expert reads it."""
+        if self.states is not None:
+            self.states.step(dones, infos)
         dones = np.asarray(dones, dtype=bool)
         truncated = dones & np.array([bool(info.get("TimeLimit.truncated", False)) for info in infos])
         terminated = dones & ~truncated  # V*(s') = 0; for the aggregation: a fall
@@ -274,15 +270,3 @@ class RollIn:
         raw_rewards = np.array(vec_normalize.get_original_reward() if vec_normalize is not None else rewards)
         if self.promised is not None:
             self.promised.step(self.expert.normalize_reward(raw_rewards), dones)
-        if self.expert.kind != VALUE_ONLY:
-            return
-        next_obs = np.array(vec_normalize.get_original_obs() if vec_normalize is not None else new_obs)
-        if next_states is not None:
-            next_obs = next_states  # the last state of an ended episode included
-        for idx in np.flatnonzero(dones):
-            terminal = infos[idx].get("terminal_observation")
-            if terminal is not None and next_states is None:
-                # VecNormalize normalises the terminal observation too: undo it (exact up to its clipping)
-                next_obs[idx] = vec_normalize.unnormalize_obs(terminal) if vec_normalize is not None else terminal
-        expert = self.expert
-        self.record.add_step(expert.normalize_reward(raw_rewards), expert.normalize_obs(next_obs), terminated, dones)
