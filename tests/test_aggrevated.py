@@ -628,20 +628,26 @@ def test_discrete_advantages_are_scaled_per_state() -> None:
     assert model._score_states(obs, obs)[0].advantages.abs().amax(dim=-1).tolist() == pytest.approx([1.0] * 4)
 
 
-def test_rl_switch_turns_into_ppo() -> None:
-    model = pendulum_model(rl_switch=2, beta_init=1.0, beta_decay=1.0)
-    model.learn(16 * 4)
-    assert model.imitation_iterations == 2 and model.in_rl_phase and model.beta == 0.0
-    assert model.logger.name_to_value["train/phase"] == 1
-    assert model._last_expert_fraction == 0.0
+def test_a_saved_learner_hands_over_to_stock_ppo(tmp_path: Path) -> None:
+    """The RL hand-over (docs/algos/aggrevated.md): ``PPO.load`` of a learner's checkpoint, with PPO's own settings,
+    acts and values exactly as the learner, and trains on as stock PPO."""
+    from stable_baselines3 import PPO
 
-
-def test_random_rl_switch_is_drawn_in_range_and_seeded() -> None:
-    draws = {pendulum_model(rl_switch=[3, 9], seed=s).switch_iteration for s in range(6)}
-    assert draws <= set(range(3, 10)) and len(draws) > 1
-    assert (
-        pendulum_model(rl_switch=[3, 9], seed=4).switch_iteration == pendulum_model(rl_switch=[3, 9], seed=4).switch_iteration
+    model = pendulum_model()
+    model.learn(64)
+    model.save(tmp_path / "learner.zip")
+    env = make_vec_env("Pendulum-v1", n_envs=2, seed=1)
+    ppo = PPO.load(tmp_path / "learner.zip", env=env, n_steps=64, batch_size=64, n_epochs=2)
+    assert type(ppo) is PPO and ppo.n_steps == 64 and ppo.n_epochs == 2
+    obs = th.as_tensor(np.random.default_rng(0).normal(size=(8, 3)), dtype=th.float32)
+    np.testing.assert_array_equal(
+        ppo.predict(obs.numpy(), deterministic=True)[0], model.predict(obs.numpy(), deterministic=True)[0]
     )
+    th.testing.assert_close(ppo.policy.predict_values(obs), model.policy.predict_values(obs), rtol=0, atol=0)
+    before = [p.detach().clone() for p in ppo.policy.parameters()]
+    ppo.learn(128)
+    assert ppo.num_timesteps == 128 and "train/policy_gradient_loss" in ppo.logger.name_to_value
+    assert any(not th.equal(a, b) for a, b in zip(before, ppo.policy.parameters()))
 
 
 # ---------------------------------------------------------------------- errors
@@ -669,8 +675,6 @@ def test_unknown_hyperparameter_names_it_and_suggests() -> None:
         ("expert_bc_memory", 2.5),
         ("expert_bc_memory_coef", -1.0),
         ("clone_expert", "yes"),
-        ("rl_switch", [5, 2]),
-        ("rl_switch", -1),
     ],
 )
 def test_invalid_values_name_the_key(key: str, value: object) -> None:

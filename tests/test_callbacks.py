@@ -62,38 +62,6 @@ def test_callback_measures_its_references_and_checks_arguments() -> None:
         ExpertGapEvalCallback(env_id="Pendulum-v1", expert_return=0.0, threshold_fraction=1.5)
 
 
-def test_callback_switches_aggrevated_to_rl_once_the_return_stops_rising(tmp_path: Path) -> None:
-    from sb3ext.algos.aggrevated import AggreVaTeD
-    from tests.conftest import shared_expert
-
-    def model() -> AggreVaTeD:
-        env = make_vec_env("Pendulum-v1", n_envs=2, seed=0)
-        small = dict(n_steps=16, batch_size=32, n_epochs=1, n_action_samples=4, aggregation_window=2)
-        return AggreVaTeD("MlpPolicy", env, expert=shared_expert("sac/Pendulum-v1_1"), seed=0, **small)
-
-    # an "expert" at -1e4: every evaluation is past the threshold; a new best needs +1e9 (never): the first
-    # evaluation sets the best, the next two find none, and with patience 2 the switch follows the third
-    agent = model()
-    callback = ExpertGapEvalCallback(env_id="Pendulum-v1", expert_return=-1e4, random_return=-2e4, eval_freq=32,
-                                     n_eval_episodes=1, switch_to_rl=True, switch_patience=2, switch_min_delta=1e5)  # fmt: skip
-    agent.learn(32 * 2 * 5, callback=callback)
-    assert callback.switched_to_rl_at == 3 * 32 * 2  # eval_freq counts vectorised steps: 64 env steps each
-    assert agent.in_rl_phase and agent.switch_iteration is not None
-    assert agent.logger.name_to_value["train/phase"] == 1
-    # an expert far above: the threshold is never reached, so no switch
-    agent = model()
-    callback = ExpertGapEvalCallback(env_id="Pendulum-v1", expert_return=1e4, random_return=-2e4, eval_freq=32,
-                                     n_eval_episodes=1, switch_to_rl=True, switch_patience=1)  # fmt: skip
-    agent.learn(32 * 2 * 5, callback=callback)
-    assert callback.switched_to_rl_at is None and not agent.in_rl_phase
-    with pytest.raises(ValueError, match="needs a model with switch_to_rl"):
-        ppo = PPO("MlpPolicy", make_vec_env("Pendulum-v1", n_envs=1, seed=0), n_steps=64, batch_size=64, seed=0)
-        ppo.learn(64, callback=ExpertGapEvalCallback(env_id="Pendulum-v1", expert_return=0.0, random_return=-1.0,
-                                                     switch_to_rl=True))  # fmt: skip
-    with pytest.raises(ValueError, match="switch_patience must be"):
-        ExpertGapEvalCallback(env_id="Pendulum-v1", expert_return=0.0, switch_patience=0)
-
-
 def test_callback_from_the_zoo_yaml_key(tmp_path: Path) -> None:
     """The zoo builds callbacks from keyword arguments only (``callback:`` in the YAML or --hyperparams)."""
     spec = (

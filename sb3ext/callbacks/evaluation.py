@@ -130,12 +130,6 @@ class ExpertGapEvalCallback(EvalCallback):
     :param threshold_fraction: where between random and expert the threshold lies
     :param reference_seed: seed of the reference episodes
     :param eval_seed: seed of the evaluation env this callback makes (when ``eval_env`` is None)
-    :param switch_to_rl: for an imitation learner with ``switch_to_rl()`` (AggreVaTeD): turn it into plain RL once
-        its evaluated return has reached the threshold and has stopped rising, i.e. no evaluation has beaten the
-        best one by ``switch_min_delta`` (a fraction of expert - random) for ``switch_patience`` evaluations; the
-        step is logged as ``eval/switched_to_rl_at``
-    :param switch_patience: evaluations without a new best before the switch
-    :param switch_min_delta: what counts as a new best, as a fraction of the expert's margin over random
     :param kwargs: ``EvalCallback``'s other arguments (``eval_freq``, ``n_eval_episodes``, ``log_path`` ...)
     """
 
@@ -150,9 +144,6 @@ class ExpertGapEvalCallback(EvalCallback):
         threshold_fraction: float = 0.9,
         reference_seed: int = 10_000,
         eval_seed: int | None = None,
-        switch_to_rl: bool = False,
-        switch_patience: int = 3,
-        switch_min_delta: float = 0.01,
         **kwargs: Any,
     ):
         if eval_env is None and env_id is None:
@@ -163,10 +154,6 @@ class ExpertGapEvalCallback(EvalCallback):
             raise ValueError(f"threshold_fraction must be in (0, 1], got {threshold_fraction}")
         if reference_episodes < 1:
             raise ValueError(f"reference_episodes must be >= 1, got {reference_episodes}")
-        if int(switch_patience) != switch_patience or switch_patience < 1:
-            raise ValueError(f"switch_patience must be an integer >= 1, got {switch_patience}")
-        if not switch_min_delta >= 0:
-            raise ValueError(f"switch_min_delta must be >= 0 (a fraction of expert - random), got {switch_min_delta}")
         self._own_env = eval_env is None
         if eval_env is None:
             eval_env = make_vec_env(env_id, n_envs=1, seed=eval_seed)  # type: ignore[arg-type]
@@ -179,12 +166,6 @@ class ExpertGapEvalCallback(EvalCallback):
         self.threshold_fraction = threshold_fraction
         self.reference_seed = reference_seed
         self.threshold_crossed_at: int | None = None
-        self.switch_to_rl = switch_to_rl
-        self.switch_patience = int(switch_patience)
-        self.switch_min_delta = switch_min_delta
-        self.switched_to_rl_at: int | None = None
-        self._best_mean = -np.inf
-        self._evaluations_since_best = 0
 
     @property
     def threshold(self) -> float:
@@ -205,11 +186,6 @@ class ExpertGapEvalCallback(EvalCallback):
     def _init_callback(self) -> None:
         if self._own_env and isinstance(self.training_env, VecNormalize) and not isinstance(self.eval_env, VecNormalize):
             self.eval_env = VecNormalize(self.eval_env, training=False, norm_reward=False)
-        if self.switch_to_rl and not callable(getattr(self.model, "switch_to_rl", None)):
-            raise ValueError(
-                f"ExpertGapEvalCallback(switch_to_rl=True) needs a model with switch_to_rl() (AggreVaTeD), "
-                f"got {type(self.model).__name__}"
-            )
         super()._init_callback()
         self.measure_references()
 
@@ -229,22 +205,4 @@ class ExpertGapEvalCallback(EvalCallback):
             self.threshold_crossed_at = self.num_timesteps
         if self.threshold_crossed_at is not None:
             self.logger.record("eval/threshold_crossed_at", self.threshold_crossed_at)
-        if self.switch_to_rl:
-            self._maybe_switch(mean, span)
-        if self.switched_to_rl_at is not None:
-            self.logger.record("eval/switched_to_rl_at", self.switched_to_rl_at)
         self.logger.dump(self.num_timesteps)
-
-    def _maybe_switch(self, mean: float, span: float) -> None:
-        """Switch the model to RL once it is at the threshold and ``switch_patience`` evaluations found no new best."""
-        if self.switched_to_rl_at is not None or getattr(self.model, "in_rl_phase", False):
-            return
-        if mean > self._best_mean + self.switch_min_delta * abs(span):
-            self._best_mean, self._evaluations_since_best = mean, 0
-        else:
-            self._evaluations_since_best += 1
-        if self._best_mean >= self.threshold and self._evaluations_since_best >= self.switch_patience:
-            self.model.switch_to_rl()  # type: ignore[attr-defined]
-            self.switched_to_rl_at = self.num_timesteps
-            if self.verbose >= 1:
-                print(f"Switching to RL at {self.num_timesteps} steps (best evaluation {self._best_mean:.2f})")

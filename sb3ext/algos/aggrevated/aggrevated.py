@@ -72,9 +72,8 @@ class AggreVaTeD(PPO):
       ``A*(s, a) = alpha log pi*(a|s)`` (exact for an entropy-regularised optimal expert), scoring K learner
       samples per aggregated state (all actions when discrete).
 
-    A value head is trained on the environment's returns throughout, so that after ``rl_switch``
-    imitation iterations training can continue as plain PPO (GAE on the env reward) and surpass an
-    imperfect expert (LOKI, Cheng et al. 2018).
+    A value head is trained on the environment's returns throughout, so that a saved learner can be handed over to
+    PPO as it is (``PPO.load(path, env=env, ...)``) and go on with reinforcement learning.
 
     :param policy: The policy model to use (MlpPolicy, CnnPolicy)
     :param env: The environment to learn from (if registered in Gym, can be str)
@@ -144,8 +143,6 @@ class AggreVaTeD(PPO):
         ``expert_policy``)
     :param bound_coef: weight of the quadratic penalty on the Gaussian mean outside the action bounds
         (in the [-1, 1]-normalised action space); keeps the K samples from all clipping to one action
-    :param rl_switch: None: imitate forever; an int N: switch to plain PPO after N imitation iterations;
-        a pair [low, high]: switch after a number of iterations drawn uniformly in it (LOKI)
     :param target_kl: stop the epochs of an iteration when the approximate KL exceeds ``1.5 * target_kl``
     :param stats_window_size: Window size for the rollout logging
     :param tensorboard_log: the log location for tensorboard (if None, no logging)
@@ -193,7 +190,6 @@ class AggreVaTeD(PPO):
         low_signal_fallback: bool = False,
         clone_expert: bool = False,
         bound_coef: float = 1.0,
-        rl_switch: int | list[int] | tuple[int, int] | None = None,
         target_kl: float | None = 0.02,
         stats_window_size: int = 100,
         tensorboard_log: str | None = None,
@@ -252,11 +248,9 @@ class AggreVaTeD(PPO):
         self.bound_coef = bound_coef
         # set once the learner's statistics have been started from the expert's (saved with the model: only once)
         self.obs_stats_from_expert = False
-        self.rl_switch = rl_switch
         # Progress of the imitation phase: saved with the model, not reset by learn(reset_num_timesteps=True),
         # so that `-i` / a resumed checkpoint continues the beta schedule and the switch to RL.
         self.imitation_iterations = 0
-        self.switch_iteration: int | None = None
         self._expert: Expert | None = None
         self._aggregation: StateAggregationBuffer | None = None
         self._bc_memory: ExpertActionMemory | None = None
@@ -321,25 +315,12 @@ class AggreVaTeD(PPO):
             raise bad("clone_expert", "True or False")
         if self.bound_coef < 0:
             raise bad("bound_coef", "a number >= 0")
-        switch = self.rl_switch
-        if switch is not None:
-            if isinstance(switch, (list, tuple)):
-                if len(switch) != 2 or not all(isinstance(v, int) and v >= 0 for v in switch) or switch[0] > switch[1]:
-                    raise bad("rl_switch", "None, an integer >= 0, or a pair [low, high] of integers with 0 <= low <= high")
-            elif not isinstance(switch, int) or isinstance(switch, bool) or switch < 0:
-                raise bad("rl_switch", "None, an integer >= 0, or a pair [low, high] of integers with 0 <= low <= high")
 
     def _setup_model(self) -> None:
         self._check_hyperparameters()
         super()._setup_model()
         to_channels_last(self.policy)  # image policies on CPU: the same network, faster training passes
         self._mix_rng = np.random.default_rng(self.seed)
-        if self.switch_iteration is None and self.rl_switch is not None:
-            if isinstance(self.rl_switch, (list, tuple)):
-                low, high = self.rl_switch
-                self.switch_iteration = int(self._mix_rng.integers(low, high + 1))
-            else:
-                self.switch_iteration = int(self.rl_switch)
         self._expert = None
         self._aggregation = None
         self._expert_reads_state = False
@@ -404,18 +385,7 @@ class AggreVaTeD(PPO):
     @property
     def beta_schedule(self) -> BetaSchedule:
         """The expert's share of the roll-in per imitation iteration (from the saved ``beta_init``, ``beta_decay``)."""
-        return BetaSchedule(float(self.beta_init), float(self.beta_decay), self.switch_iteration)
-
-    def switch_to_rl(self) -> None:
-        """End the imitation phase now: from the next iteration on, training is plain PPO (saved with the model).
-        ``ExpertGapEvalCallback(switch_to_rl=True)`` calls it once the evaluated return has stopped rising."""
-        if not self.in_rl_phase:
-            self.switch_iteration = self.imitation_iterations
-
-    @property
-    def in_rl_phase(self) -> bool:
-        """True once the imitation phase is over (``rl_switch`` reached): training is plain PPO."""
-        return self.beta_schedule.switched(self.imitation_iterations)
+        return BetaSchedule(float(self.beta_init), float(self.beta_decay))
 
     @property
     def beta(self) -> float:
@@ -464,7 +434,7 @@ class AggreVaTeD(PPO):
         # sb3ext: the roll-in mixture of this iteration (None in the RL phase)
         beta = self.beta
         rollin = None
-        if not self.in_rl_phase and self._expert is not None:
+        if self._expert is not None:
             assert self._aggregation is not None
             n_mode = int(round(float(self.rollin_deterministic) * env.num_envs))
             learner_mode = np.arange(env.num_envs) < n_mode  # the first envs roll in with the learner's mode
@@ -586,14 +556,9 @@ class AggreVaTeD(PPO):
 
     # ------------------------------------------------------------------ update
     def train(self) -> None:
-        """Update the policy: imitation (AggreVaTeD) iterations, then plain PPO once ``rl_switch`` is reached."""
-        if self.in_rl_phase:
-            self.logger.record("train/phase", 1)
-            super().train()
-            return
+        """One imitation iteration: re-score the aggregated states and update the policy and its value head."""
         self._train_imitation()
         self.imitation_iterations += 1
-        self.logger.record("train/phase", 0)
         self.logger.record("train/imitation_iterations", self.imitation_iterations)
 
     def _score_states(self, expert_obs: th.Tensor, learner_obs: th.Tensor) -> tuple[Scores, dict[str, th.Tensor]]:
@@ -804,7 +769,7 @@ class AggreVaTeD(PPO):
         reset_num_timesteps: bool = True,
         progress_bar: bool = False,
     ) -> SelfAggreVaTeD:
-        if self._expert is None and not self.in_rl_phase:
+        if self._expert is None:
             raise ValueError(_NO_EXPERT_MESSAGE)
         if self._state_tracker is not None and (reset_num_timesteps or self._last_obs is None):
             self._state_tracker.reset()  # SB3's _setup_learn resets the env: the states come from its reset infos

@@ -29,23 +29,16 @@ from sb3ext.experts.expert import describe_space, spaces_match
 
 @dataclass(frozen=True)
 class BetaSchedule:
-    """Expert share of the roll-in at imitation iteration n: ``initial * decay ** n``, 0 from ``switch_iteration`` on.
+    """Expert share of the roll-in at imitation iteration n: ``initial * decay ** n``.
 
     :param initial: ``beta_init`` in [0, 1]
     :param decay: ``beta_decay`` in [0, 1]
-    :param switch_iteration: the imitation iteration at which training turns into RL (None: never)
     """
 
     initial: float
     decay: float
-    switch_iteration: int | None = None
-
-    def switched(self, iteration: int) -> bool:
-        return self.switch_iteration is not None and iteration >= self.switch_iteration
 
     def __call__(self, iteration: int) -> float:
-        if self.switched(iteration):
-            return 0.0
         return float(self.initial) * float(self.decay) ** iteration
 
 
