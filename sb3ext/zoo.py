@@ -31,6 +31,10 @@ ALGORITHMS: dict[str, str] = {
     "rpo": "sb3ext.algos.rpo:RPO",
     "ppo_tanh": "sb3ext.algos.ppo_tanh:TanhPPO",
 }
+#: baselines for the benchmarks: zoo key -> ("module:ClassName", the algorithm whose YAML they run with); no sampler
+BASELINES: dict[str, tuple[str, str]] = {
+    "dagger": ("sb3ext.algos.aggrevated:MatchedDAgger", "aggrevated"),
+}
 
 
 def _load_class(target: str) -> type:
@@ -40,9 +44,9 @@ def _load_class(target: str) -> type:
 
 def _sb3ext_config(algo: str, env_id: str) -> Path | None:
     """sb3ext's YAML for sb3ext algorithms, and for stock algorithms on sb3ext's own environments."""
-    if algo in ALGORITHMS or env_id.startswith("sb3ext/"):
+    if algo in ALGORITHMS or algo in BASELINES or env_id.startswith("sb3ext/"):
         try:
-            return hyperparams_path(algo)
+            return hyperparams_path(BASELINES[algo][1] if algo in BASELINES else algo)
         except ValueError:
             return None
     return None
@@ -51,6 +55,8 @@ def _sb3ext_config(algo: str, env_id: str) -> Path | None:
 def register_algorithms(utils_module: ModuleType) -> None:
     algos: dict[str, Any] = utils_module.ALGOS
     for key, target in ALGORITHMS.items():
+        algos[key] = _load_class(target)
+    for key, (target, _) in BASELINES.items():
         algos[key] = _load_class(target)
 
 

@@ -15,8 +15,8 @@ SAC HalfCheetah, TQC HalfCheetah, TQC Hopper, SAC Swimmer. Per task and seed:
 * **DAgger, BC**: imitation 1.0.1 from the same expert in its own venv (``scripts/benchmark_imitation.py``'s),
   the same 256-256 learner; imitation's gymnasium 0.29 has no ``-v5`` envs, so they run on ``-v4`` (same
   observation layout, same reward terms) and are evaluated there on the same episode seeds;
-* **DAgger at matched settings** (``dagger_matched``): the same zoo command as AggreVaTeD's with
-  ``clone_expert:True`` and ``expert_bc_memory:<budget>`` on top: DAgger with AggreVaTeD's own roll-ins (the same
+* **DAgger at matched settings** (``dagger_matched``): the same zoo command as AggreVaTeD's with ``--algo dagger``
+  (``MatchedDAgger``) and ``expert_action_memory:<budget>``: DAgger with AggreVaTeD's own roll-ins (the same
   β mixture), network, observation normalisation, optimiser and epochs, regressing the learner on the expert's
   actions at every state visited so far (DAgger's aggregation) instead of following the critic. Its wall-clock
   includes the re-scoring, which cloning does not use.
@@ -110,9 +110,9 @@ LABELS = {"aggrevated": "AggreVaTeD", "dagger_matched": "DAgger (matched)", "ppo
           "dagger": "DAgger", "bc": "BC"}  # fmt: skip
 COLORS = {"aggrevated": "tab:blue", "dagger_matched": "tab:red", "ppo": "tab:gray", "sac": "tab:brown",
           "dagger": "tab:orange", "bc": "tab:purple"}  # fmt: skip
-#: the methods trained as ``aggrevated`` through the zoo: extra ``--hyperparams`` on top of the YAML entry
-AGGREVATED_METHODS = {"aggrevated": lambda budget: [], "dagger_matched": lambda budget: ["clone_expert:True",
-                      f"expert_bc_memory:{budget}"]}  # fmt: skip
+#: the methods trained with AggreVaTeD's YAML entry through the zoo: the zoo algorithm, and extra ``--hyperparams``
+AGGREVATED_METHODS = {"aggrevated": ("aggrevated", lambda budget: []),
+                      "dagger_matched": ("dagger", lambda budget: [f"expert_action_memory:{budget}"])}  # fmt: skip
 
 
 def zoo_conf(algo: str, env: str, folder: Path) -> tuple[Path, int]:
@@ -141,9 +141,9 @@ def run_zoo(args: argparse.Namespace, method: str, task: Task, seed: int) -> dic
     """AggreVaTeD or DAgger at its settings (per expert), or zoo PPO / SAC (per env), trained and evaluated; cached."""
     work = run_folder(args, method, task, seed)
     if method in AGGREVATED_METHODS:
-        algo = "aggrevated"
+        algo, extra = AGGREVATED_METHODS[method]
         entry = yaml.safe_load((ROOT / "hyperparams" / "aggrevated.yml").read_text())[task.env]
-        hyperparams = [f"expert:'{args.experts / task.expert}'", *AGGREVATED_METHODS[method](args.budget)]
+        hyperparams = [f"expert:'{args.experts / task.expert}'", *extra(args.budget)]
         trained = zoo_train(algo, task.env, seed, work, args.budget, args.save_freq, int(entry["n_envs"]), hyperparams)
     else:
         algo = method
@@ -423,8 +423,8 @@ def write_page(
         "defaults through the zoo CLI. PPO and SAC: the zoo's own tuned `-v4` entries (the zoo trains them for 1M). "
         "DAgger and BC: imitation 1.0.1, same expert, 256-256 learner with imitation's running observation "
         "normalisation (as AggreVaTeD's learner normalises its observations), on the `-v4` twin env (imitation's "
-        "gymnasium 0.29 has no `-v5`). DAgger (matched): AggreVaTeD's zoo command and YAML entry with `clone_expert` "
-        "and `expert_bc_memory` (every visited state) on top: DAgger with AggreVaTeD's roll-ins, network, "
+        "gymnasium 0.29 has no `-v5`). DAgger (matched): `--algo dagger` (`MatchedDAgger`) with AggreVaTeD's YAML "
+        "entry and `expert_action_memory` (every visited state): DAgger with AggreVaTeD's roll-ins, network, "
         "normalisation and optimiser, regressing on the expert's actions at every state visited so far instead of "
         "following the critic (its wall-clock includes the re-scoring, which cloning does not use). "
         'Each run\'s length is in the "env steps run" column (this command: '

@@ -11,7 +11,7 @@ Per task and seed:
 * **AggreVaTeD**: ``python -m rl_zoo3.train --algo aggrevated --env <pixel env> --seed <seed>``, everything from
   ``hyperparams/aggrevated.yml`` (the shipped state expert is the entry's default), its ``n_timesteps`` env steps,
   a checkpoint every ``--save-freq`` env steps;
-* **DAgger**: the same command with ``--hyperparams clone_expert:True``: AggreVaTeD's roll-ins, aggregation,
+* **DAgger**: the same command with ``--algo dagger`` (``MatchedDAgger``): AggreVaTeD's roll-ins, aggregation,
   network and budget, but the update clones the state expert's actions (Box: the Gaussian mean regressed on them;
   Discrete: their cross-entropy) instead of following its critic (DAgger at matched settings; imitation's DAgger
   cannot run sb3ext's pixel envs in its own venv);
@@ -79,7 +79,7 @@ LABELS = {
 #: the zoo algorithm and extra hyperparameters each method runs with
 ZOO_RUNS: dict[str, tuple[str, list[str]]] = {
     "aggrevated": ("aggrevated", []),
-    "dagger": ("aggrevated", ["clone_expert:True"]),
+    "dagger": ("dagger", []),
     "ppo": ("ppo", []),
 }
 #: the budget of the stock-PPO runs on the pixel envs in docs/benchmarks/envs.md
@@ -152,8 +152,8 @@ def evaluate_final(algo: str, env_id: str, work: Path, episodes: int, seed: int,
 def run(args: argparse.Namespace, method: str, task: PixelTask, seed: int) -> dict[str, Any]:
     work = args.work_dir / task.name / f"{method}_seed{seed}"
     algo, extra = ZOO_RUNS[method]
-    entry = task.entry(algo)
-    budget = int(float(entry["n_timesteps"])) if algo == "aggrevated" else args.ppo_budget
+    entry = task.entry("aggrevated" if algo == "dagger" else algo)  # MatchedDAgger runs AggreVaTeD's entry
+    budget = int(float(entry["n_timesteps"])) if algo in ("aggrevated", "dagger") else args.ppo_budget
     save_freq = args.ppo_save_freq if method == "ppo" and args.ppo_save_freq else args.save_freq
     trained = zoo_train(algo, task.env, seed, work, budget, save_freq, int(entry["n_envs"]), extra)
     frame_stack = int(entry.get("frame_stack", 0))
@@ -272,7 +272,7 @@ def write_page(
         "The learner sees 84x84 grayscale frames (4 stacked, `CnnPolicy`); its expert is the shipped state expert, which",
         'reads the env\'s `info["state"]`. AggreVaTeD runs through `python -m rl_zoo3.train --algo aggrevated --env <id>`',
         "with every setting from `hyperparams/aggrevated.yml`; DAgger is the same command with",
-        "`--hyperparams clone_expert:True` (the update clones the state expert's actions instead of following its",
+        "`--algo dagger` (`MatchedDAgger`: the update clones the state expert's actions instead of following its",
         "critic: the Gaussian mean regressed on them, or their cross-entropy for discrete actions); PPO from frames",
         "with sb3ext's `hyperparams/ppo.yml`.",
         f"Every checkpoint ({args.save_freq:,} env steps apart) is evaluated on the same {args.eval_episodes} deterministic",

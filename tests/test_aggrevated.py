@@ -21,7 +21,7 @@ from stable_baselines3.common.env_util import make_vec_env
 from stable_baselines3.common.logger import configure
 from stable_baselines3.common.vec_env import VecNormalize
 
-from sb3ext.algos.aggrevated import AggreVaTeD
+from sb3ext.algos.aggrevated import AggreVaTeD, MatchedDAgger
 from sb3ext.algos.aggrevated.aggrevated import expected_advantages, leave_one_out_advantages
 from sb3ext.algos.aggrevated.buffers import ExpertActionMemory, StateAggregationBuffer
 from sb3ext.algos.aggrevated.estimators import critic_signal_and_noise, surrogate_terms
@@ -336,13 +336,14 @@ class _ContraryExpert(QuadraticExpert):
         return np.full((len(expert_obs), 1), -1.0, dtype=np.float32)
 
 
-def test_clone_expert_copies_the_experts_actions_instead_of_following_its_critic() -> None:
+def test_matched_dagger_copies_the_experts_actions_instead_of_following_its_critic() -> None:
     means = {}
     for clone in (True, False):
         env = make_vec_env("Pendulum-v1", n_envs=2, seed=0)
         expert = _ContraryExpert(env.observation_space, env.action_space, np.array([1.5], dtype=np.float32))
         settings = {**SMALL, "n_epochs": 10, "learning_rate": 1e-2}
-        model = AggreVaTeD("MlpPolicy", env, expert=expert, seed=0, beta_init=0.0, clone_expert=clone, **settings)
+        algo = MatchedDAgger if clone else AggreVaTeD
+        model = algo("MlpPolicy", env, expert=expert, seed=0, beta_init=0.0, **settings)
         model.learn(16 * 10)
         obs = th.as_tensor(model._aggregation.get()[0])  # the states it was trained on
         means[clone] = model.policy.get_distribution(obs).distribution.mean.mean().item()
@@ -351,11 +352,11 @@ def test_clone_expert_copies_the_experts_actions_instead_of_following_its_critic
     assert abs(means[True] - (-1.0)) < 0.2 and means[False] > 0.2, means  # the critic pulls toward +1.5
 
 
-def test_clone_expert_on_discrete_actions_learns_the_experts_choices() -> None:
+def test_matched_dagger_on_discrete_actions_learns_the_experts_choices() -> None:
     env = make_vec_env("CartPole-v1", n_envs=2, seed=0)
     expert = load_expert(shared_expert("dqn/CartPole-v1_1"))
     settings = {**SMALL, "n_epochs": 10, "learning_rate": 1e-2}
-    model = AggreVaTeD("MlpPolicy", env, expert=expert, seed=0, beta_init=0.0, clone_expert=True, **settings)
+    model = MatchedDAgger("MlpPolicy", env, expert=expert, seed=0, beta_init=0.0, **settings)
     model.learn(16 * 10)
     assert model.logger.name_to_value["train/expert_bc_fraction"] == 1.0
     assert model.logger.name_to_value["train/expert_bc"] > 0
@@ -511,11 +512,11 @@ def test_expert_action_memory_keeps_every_state_then_a_uniform_sample() -> None:
     assert abs(np.concatenate(kept).mean() - 499.5) < 15
 
 
-def test_expert_bc_memory_keeps_the_experts_action_at_every_visited_state() -> None:
+def test_matched_daggers_memory_keeps_the_experts_action_at_every_visited_state() -> None:
     for env_id, name in (("Pendulum-v1", "sac/Pendulum-v1_1"), ("CartPole-v1", "dqn/CartPole-v1_1")):
         env = make_vec_env(env_id, n_envs=2, seed=0)
         expert = load_expert(shared_expert(name))
-        model = AggreVaTeD("MlpPolicy", env, expert=expert, seed=0, expert_bc_coef=1.0, expert_bc_memory=1000, **SMALL)
+        model = MatchedDAgger("MlpPolicy", env, expert=expert, seed=0, expert_action_memory=1000, **SMALL)
         model.learn(16 * 6)  # 96 states; the window holds 64
         obs, actions = model._bc_memory.stored()
         assert len(obs) == 96 and len(np.unique(obs, axis=0)) == 96
@@ -525,7 +526,7 @@ def test_expert_bc_memory_keeps_the_experts_action_at_every_visited_state() -> N
         assert logged["train/bc_memory_states"] == 96 and logged["train/expert_bc_memory"] > 0
 
 
-def test_expert_bc_memory_pulls_the_learner_on_the_states_it_remembers() -> None:
+def test_matched_daggers_memory_pulls_the_learner_on_the_states_it_remembers() -> None:
     """States the roll-ins do not visit still pull: an expert that pushes +1.5 everywhere, and 500 remembered copies
     of one state off the states Pendulum visits, labelled -1.5, where the cloning learner then pushes -1.5; without
     the memory, the same learner pushes there as it does elsewhere (0.5-1.9 on seeds 0-7)."""
@@ -541,9 +542,7 @@ def test_expert_bc_memory_pulls_the_learner_on_the_states_it_remembers() -> None
     }
     means = {}
     for memory in (0, 2000):
-        model = AggreVaTeD(
-            "MlpPolicy", env, expert=expert, seed=0, beta_init=0.0, clone_expert=True, expert_bc_memory=memory, **settings
-        )
+        model = MatchedDAgger("MlpPolicy", env, expert=expert, seed=0, beta_init=0.0, expert_action_memory=memory, **settings)
         if memory:
             model._bc_memory.add(np.repeat(state, 500, axis=0), np.full((500, 1), -1.5, dtype=np.float32))
         model.learn(16 * 10)
@@ -551,15 +550,24 @@ def test_expert_bc_memory_pulls_the_learner_on_the_states_it_remembers() -> None
     assert abs(means[2000] - (-1.5)) < 0.3 and means[0] > 0, means  # seeds 0-7: within 0.07 with it, above 0.5 without
 
 
-def test_expert_bc_memory_needs_a_weight_and_the_experts_actions() -> None:
-    with pytest.raises(ValueError, match=r"invalid expert_bc_memory=100; allowed: 0 here: .*expert_bc_coef, which is 0"):
-        pendulum_model(expert_bc_memory=100)
-    pendulum_model(expert_bc_memory=100, clone_expert=True)  # cloning weighs it by 1
-    pendulum_model(expert_bc_memory=100, expert_bc_memory_coef=2.0)  # a weight of its own
-    for coef, used in ((None, True), (0.0, False), (3.0, True)):  # weighted by 0: not drawn from
-        model = pendulum_model(expert_bc_memory=100, clone_expert=True, expert_bc_memory_coef=coef)
-        model.learn(16)
-        assert ("train/expert_bc_memory" in model.logger.name_to_value) == used, coef
+def test_matched_dagger_is_aggrevated_with_cloning_and_its_yaml_and_saves(tmp_path: Path) -> None:
+    """The baseline takes AggreVaTeD's arguments (and so its YAML entries) plus its memory's size, refuses a bad size
+    naming it, is a zoo algorithm with AggreVaTeD's YAML, and loads back with its memory's size."""
+    from sb3ext import zoo
+
+    with pytest.raises(ValueError, match=r"MatchedDAgger: invalid expert_action_memory=-1; allowed: an integer >= 0"):
+        MatchedDAgger("MlpPolicy", make_vec_env("Pendulum-v1", n_envs=2, seed=0), expert_action_memory=-1)
+    with pytest.raises(TypeError, match="unknown hyperparameter"):
+        MatchedDAgger("MlpPolicy", make_vec_env("Pendulum-v1", n_envs=2, seed=0), expert_action_memry=10)
+    model = MatchedDAgger("MlpPolicy", make_vec_env("Pendulum-v1", n_envs=2, seed=0),
+                          expert=shared_expert("sac/Pendulum-v1_1"), seed=0, expert_action_memory=100, **SMALL)  # fmt: skip
+    model.learn(16)
+    assert model.logger.name_to_value["train/low_signal_imitation"] == 1.0 and model._bc_memory is not None
+    model.save(tmp_path / "dagger.zip")
+    loaded = MatchedDAgger.load(tmp_path / "dagger.zip")
+    assert type(loaded) is MatchedDAgger and loaded.expert_action_memory == 100
+    assert zoo.BASELINES["dagger"] == ("sb3ext.algos.aggrevated:MatchedDAgger", "aggrevated")
+    assert zoo._sb3ext_config("dagger", "Pendulum-v1") == hyperparams_path("aggrevated")
 
 
 def test_fall_store_is_rescored_beside_the_window() -> None:
@@ -671,10 +679,6 @@ def test_unknown_hyperparameter_names_it_and_suggests() -> None:
         ("rollin_deterministic", 1.5),
         ("expert_bc_coef", -1.0),
         ("expert_bc_margin", float("nan")),
-        ("expert_bc_memory", -1),
-        ("expert_bc_memory", 2.5),
-        ("expert_bc_memory_coef", -1.0),
-        ("clone_expert", "yes"),
     ],
 )
 def test_invalid_values_name_the_key(key: str, value: object) -> None:

@@ -118,17 +118,6 @@ class AggreVaTeD(PPO):
         1.41 of them, so the default margin of 3 never applies there: use 0 or 1 (0: off)
     :param expert_bc_margin: that margin, in standard deviations of the K samples' Q* at the state; ``-inf``:
         every aggregated state (a pull toward the expert's action beside the policy gradient)
-    :param expert_bc_memory: the pull toward the expert's action also applies on a memory of the states the
-        roll-ins have visited, up to this many (all of them while there is room, then a uniform sample: DAgger's
-        aggregation), beside the aggregated states: every minibatch adds the same term (Box: the squared distance of
-        the Gaussian mean to the expert's action in half action ranges; Discrete: the cross-entropy with the
-        expert's action) on as many states drawn from the memory, weighted by ``expert_bc_memory_coef``. The
-        expert's action is queried once per state, when it is visited; the memory is not re-scored. The aggregated
-        states are only the recent ones, and a pull on them alone fits the expert's actions where the learner is
-        now, forgetting where it was (0: off; Q* experts, or a value-only one with ``value_estimator``
-        ``expert_policy``)
-    :param expert_bc_memory_coef: weight of the memory's term (None: that of the pull on the aggregated states,
-        ``expert_bc_coef``, at least 1 while cloning, see ``clone_expert`` and ``low_signal_fallback``)
     :param expert_cap: score each sample with ``min(Q*(s, a), Q*(s, expert action))`` (Q* experts, ``Box``): no
         credit for a sample the critic rates above the expert's own action. Where a critic is nearly flat across
         actions, the learner can otherwise climb its errors on the states it visits itself, away from the expert
@@ -137,10 +126,6 @@ class AggreVaTeD(PPO):
         aggregated states for the rest of the imitation phase (DAgger) instead of following the critic, which
         a learner can otherwise exploit on the states it visits itself. When it happened is saved with the model
         (``low_signal_iteration``)
-    :param clone_expert: clone the expert's actions on the aggregated states from the first iteration on, instead
-        of following its critic: DAgger with AggreVaTeD's roll-ins, aggregation and network, a baseline at matched
-        settings (``Box`` or ``Discrete`` actions; a Q* expert, or a value-only one with ``value_estimator``
-        ``expert_policy``)
     :param bound_coef: weight of the quadratic penalty on the Gaussian mean outside the action bounds
         (in the [-1, 1]-normalised action space); keeps the K samples from all clipping to one action
     :param target_kl: stop the epochs of an iteration when the approximate KL exceeds ``1.5 * target_kl``
@@ -152,6 +137,9 @@ class AggreVaTeD(PPO):
     :param device: Device (cpu, cuda, ...) on which the code should be run.
     :param _init_setup_model: Whether or not to build the network at the creation of the instance
     """
+
+    #: whether the update clones the expert's actions from the first iteration on (``MatchedDAgger``)
+    clones_expert: ClassVar[bool] = False
 
     policy_aliases: ClassVar[dict[str, type[BasePolicy]]] = {
         "MlpPolicy": MlpPolicy,
@@ -184,11 +172,8 @@ class AggreVaTeD(PPO):
         rollin_deterministic: float = 0.0,
         expert_bc_coef: float = 0.0,
         expert_bc_margin: float = 3.0,
-        expert_bc_memory: int = 0,
-        expert_bc_memory_coef: float | None = None,
         expert_cap: bool = False,
         low_signal_fallback: bool = False,
-        clone_expert: bool = False,
         bound_coef: float = 1.0,
         target_kl: float | None = 0.02,
         stats_window_size: int = 100,
@@ -240,11 +225,8 @@ class AggreVaTeD(PPO):
         self.rollin_deterministic = rollin_deterministic
         self.expert_bc_coef = expert_bc_coef
         self.expert_bc_margin = expert_bc_margin
-        self.expert_bc_memory = expert_bc_memory
-        self.expert_bc_memory_coef = expert_bc_memory_coef
         self.expert_cap = expert_cap
         self.low_signal_fallback = low_signal_fallback
-        self.clone_expert = clone_expert
         self.bound_coef = bound_coef
         # set once the learner's statistics have been started from the expert's (saved with the model: only once)
         self.obs_stats_from_expert = False
@@ -292,27 +274,10 @@ class AggreVaTeD(PPO):
             raise bad("expert_bc_coef", "a number >= 0")
         if math.isnan(float(self.expert_bc_margin)):
             raise bad("expert_bc_margin", "a number (standard deviations of the samples' Q*; -inf: every state)")
-        if int(self.expert_bc_memory) != self.expert_bc_memory or self.expert_bc_memory < 0:
-            raise bad("expert_bc_memory", "an integer >= 0 (a number of states; 0: off)")
-        memory_coef = self.expert_bc_memory_coef
-        if memory_coef is not None and not float(memory_coef) >= 0:
-            raise bad("expert_bc_memory_coef", "None (the weight of expert_bc_coef) or a number >= 0")
-        if (
-            self.expert_bc_memory
-            and memory_coef is None
-            and not (float(self.expert_bc_coef) > 0 or self.clone_expert or self.low_signal_fallback)
-        ):
-            raise bad(
-                "expert_bc_memory",
-                "0 here: the memory's term is weighted by expert_bc_coef, which is 0, and neither clone_expert nor "
-                "low_signal_fallback clones the expert; set expert_bc_coef or expert_bc_memory_coef > 0",
-            )
         if self.expert_cap not in (True, False):
             raise bad("expert_cap", "True or False")
         if self.low_signal_fallback not in (True, False):
             raise bad("low_signal_fallback", "True or False")
-        if self.clone_expert not in (True, False):
-            raise bad("clone_expert", "True or False")
         if self.bound_coef < 0:
             raise bad("bound_coef", "a number >= 0")
 
@@ -367,16 +332,6 @@ class AggreVaTeD(PPO):
             learner_dtype=self.observation_space.dtype,
         )
         self._bc_memory = None
-        if self.expert_bc_memory:
-            discrete = isinstance(self.action_space, spaces.Discrete)
-            self._bc_memory = ExpertActionMemory(
-                int(self.expert_bc_memory),
-                self.observation_space.shape,  # type: ignore[arg-type]
-                () if discrete else self.action_space.shape,  # type: ignore[arg-type]
-                rng=np.random.default_rng(None if self.seed is None else [self.seed, 2]),  # its own stream
-                learner_dtype=self.observation_space.dtype,
-                action_dtype=np.int64 if discrete else np.float32,
-            )
 
     def set_expert(self, expert: str | os.PathLike[str] | Expert) -> None:
         """Attach (or replace) the expert of a model, e.g. after ``AggreVaTeD.load(path)``."""
@@ -567,7 +522,7 @@ class AggreVaTeD(PPO):
         return self._estimator.score(self.policy, expert_obs, learner_obs)
 
     def _memory_bc_loss(self, memory: ExpertActionMemory, view: Any) -> th.Tensor:
-        """``expert_bc_memory``: the pull toward the expert's action on a minibatch drawn from the visited states."""
+        """The pull toward the expert's action on a minibatch drawn from a memory of visited states (``MatchedDAgger``)."""
         idx = th.randint(memory.size, (min(self.batch_size, memory.size),)).numpy()
         learner_obs, expert_actions = memory.stored()
         obs = learner_obs[idx] if view is None else view(learner_obs[idx])
@@ -651,12 +606,11 @@ class AggreVaTeD(PPO):
         }  # fmt: skip
         self._check_critic_signal(stats)
         # clone the expert (DAgger): asked for, or the critic says too little
-        imitate = bool(self.clone_expert) or self.low_signal_iteration is not None
+        imitate = self.clones_expert or self.low_signal_iteration is not None
         bc_coef = max(float(self.expert_bc_coef), 1.0) if imitate else float(self.expert_bc_coef)
         bc_margin = -math.inf if imitate else (float(self.expert_bc_margin) if bc_coef > 0 else None)
         policy_coef = 0.0 if imitate else 1.0
-        memory_coef = bc_coef if self.expert_bc_memory_coef is None else float(self.expert_bc_memory_coef)
-        memory = self._bc_memory if self._bc_memory is not None and self._bc_memory.size and memory_coef > 0 else None
+        memory = self._bc_memory if self._bc_memory is not None and self._bc_memory.size else None
         memory_losses: list[th.Tensor] = []
         value_losses: list[th.Tensor] = []
         gradient_groups = actor_critic_parameters(self.policy)
@@ -685,7 +639,7 @@ class AggreVaTeD(PPO):
                 )
                 if memory is not None:
                     memory_loss = self._memory_bc_loss(memory, view)
-                    loss = loss + memory_coef * memory_loss
+                    loss = loss + bc_coef * memory_loss
                     memory_losses.append(memory_loss.detach())
                 self.policy.optimizer.zero_grad()
                 loss.backward()
