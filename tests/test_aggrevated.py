@@ -727,6 +727,17 @@ def test_save_load_predicts_without_the_expert(tmp_path: Path) -> None:
     assert loaded.imitation_iterations == model.imitation_iterations + 1
 
 
+def test_set_expert_on_a_trained_model_says_it_drops_the_aggregated_states() -> None:
+    model = pendulum_model()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        model.set_expert(shared_expert("sac/Pendulum-v1_1"))  # nothing aggregated yet: silent
+    model.learn(32)
+    with pytest.warns(UserWarning, match=r"set_expert: the 32 aggregated states of the previous expert are dropped"):
+        model.set_expert(shared_expert("sac/Pendulum-v1_1"))
+    assert model._aggregation is not None and model._aggregation.get()[0].shape[0] == 0
+
+
 def test_load_with_expert_kwarg_continues_the_schedule(tmp_path: Path) -> None:
     model = pendulum_model(beta_init=0.5, beta_decay=0.5)
     model.learn(32)

@@ -334,8 +334,13 @@ class AggreVaTeD(PPO):
         self._bc_memory = None
 
     def set_expert(self, expert: str | os.PathLike[str] | Expert) -> None:
-        """Attach (or replace) the expert of a model, e.g. after ``AggreVaTeD.load(path)``."""
+        """Attach (or replace) the expert of a model, e.g. after ``AggreVaTeD.load(path)``. The aggregated states are
+        kept in the previous expert's view, so they start anew (a warning says how many are dropped); a saved model
+        holds none of them (``load`` starts with an empty aggregation, as after ``set_expert``)."""
+        held = self._aggregation.get()[0].shape[0] if self._aggregation is not None else 0
         self._set_expert(expert)
+        if held:
+            warnings.warn(f"set_expert: the {held} aggregated states of the previous expert are dropped", stacklevel=2)
 
     @property
     def beta_schedule(self) -> BetaSchedule:
