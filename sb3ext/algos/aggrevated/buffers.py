@@ -1,5 +1,5 @@
-"""AggreVaTeD's buffers: the aggregated states (Q* experts), the visited states with the expert's actions there
-(``expert_bc_memory``) and the latest roll-in's transitions (value-only experts)."""
+"""AggreVaTeD's buffers: the aggregated states, and the visited states with the expert's actions there
+(``MatchedDAgger``'s ``expert_action_memory``)."""
 
 from __future__ import annotations
 
@@ -149,7 +149,7 @@ class StateAggregationBuffer:
 
 
 class ExpertActionMemory:
-    """States the roll-ins visited, with the expert's action at each: what ``expert_bc_memory`` pulls the learner to.
+    """States the roll-ins visited, with the expert's action at each: what ``MatchedDAgger`` clones on.
 
     DAgger's aggregation: every visited state while there is room, then a uniform sample of all of them (reservoir
     sampling, as :class:`StateAggregationBuffer`'s reservoir). The expert's action is queried once, when the state is
