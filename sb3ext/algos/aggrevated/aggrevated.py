@@ -26,7 +26,6 @@ from sb3ext.algos.aggrevated.buffers import ExpertActionMemory, StateAggregation
 from sb3ext.algos.aggrevated.estimators import (
     Estimator,
     Scores,
-    _QEstimator,
     expected_advantages,
     expert_action_loss,
     leave_one_out_advantages,
@@ -523,7 +522,7 @@ class AggreVaTeD(PPO):
 
     def _score_states(self, expert_obs: th.Tensor, learner_obs: th.Tensor) -> tuple[Scores, dict[str, th.Tensor]]:
         """Sample learner actions at the given states and score them with Q* (no gradient)."""
-        assert isinstance(self._estimator, _QEstimator)
+        assert self._estimator is not None
         return self._estimator.score(self.policy, expert_obs, learner_obs)
 
     def _memory_bc_loss(self, memory: ExpertActionMemory, view: Any) -> th.Tensor:
@@ -593,7 +592,7 @@ class AggreVaTeD(PPO):
         estimator = self._estimator
         scoring_start = time.perf_counter()
         view = learner_view(observation_normalizer(self.env), self.observation_space.dtype)
-        assert isinstance(estimator, _QEstimator)
+        assert estimator is not None
         learner_obs, scores, stats = estimator.samples(self.policy, self._aggregation, view)
         n_states = len(learner_obs)
         update_start = time.perf_counter()

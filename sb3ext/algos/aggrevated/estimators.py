@@ -98,12 +98,14 @@ def torch_distribution(distribution: Any) -> Any:
 
 
 class Estimator:
-    """Advantages of the learner's actions under the expert's cost-to-go.
+    """Advantages of the learner's actions under the expert's cost-to-go, at the aggregated states: one subclass per
+    kind of expert, each implementing :meth:`score`.
 
     :param expert: the expert
     :param n_action_samples: K (continuous actions)
     :param normalize_advantage: divide all advantages by their standard deviation
     :param device: torch device of the learner
+    :param expert_cap: Q* experts with ``Box`` actions: score a sample with ``min(Q*(s, a), Q*(s, expert action))``
     """
 
     def __init__(
@@ -129,14 +131,6 @@ class Estimator:
             advantages = advantages / (advantages.std() + 1e-8)
         return advantages
 
-
-def expert_gap_z(expert_score: th.Tensor, sample_scores: th.Tensor) -> th.Tensor:
-    """Per state, by how many standard deviations of the K samples' scores (K, N) the expert's action's score (N,)
-    beats their mean."""
-    return (expert_score - sample_scores.mean(dim=0)) / (sample_scores.std(dim=0) + 1e-6)
-
-
-class _QEstimator(Estimator):
     def samples(
         self, policy: Any, aggregation: StateAggregationBuffer, learner_view: Callable[[np.ndarray], np.ndarray] | None = None
     ) -> tuple[th.Tensor, Scores, dict[str, th.Tensor]]:
@@ -153,10 +147,17 @@ class _QEstimator(Estimator):
         return learner_obs, scores, stats
 
     def score(self, policy: Any, expert_obs: th.Tensor, learner_obs: th.Tensor) -> tuple[Scores, dict[str, th.Tensor]]:
+        """Scores of the learner's current policy at the given states, and statistics to log (no gradient)."""
         raise NotImplementedError
 
 
-class QContinuousEstimator(_QEstimator):
+def expert_gap_z(expert_score: th.Tensor, sample_scores: th.Tensor) -> th.Tensor:
+    """Per state, by how many standard deviations of the K samples' scores (K, N) the expert's action's score (N,)
+    beats their mean."""
+    return (expert_score - sample_scores.mean(dim=0)) / (sample_scores.std(dim=0) + 1e-6)
+
+
+class QContinuousEstimator(Estimator):
     """K learner samples per state scored by Q*(s, a), leave-one-out baseline."""
 
     def score(self, policy: Any, expert_obs: th.Tensor, learner_obs: th.Tensor) -> tuple[Scores, dict[str, th.Tensor]]:
@@ -187,7 +188,7 @@ class QContinuousEstimator(_QEstimator):
         return SampledScores(actions, log_prob_old, advantages, expert_actions, expert_gap_z(expert_q, q)), stats
 
 
-class QDiscreteEstimator(_QEstimator):
+class QDiscreteEstimator(Estimator):
     """Every action scored by Q*(s, .), weighted by the old policy."""
 
     def score(self, policy: Any, expert_obs: th.Tensor, learner_obs: th.Tensor) -> tuple[Scores, dict[str, th.Tensor]]:
@@ -202,7 +203,7 @@ class QDiscreteEstimator(_QEstimator):
         return DistributionScores(probs, q, advantages), stats
 
 
-class ExpertPolicyEstimator(_QEstimator):
+class ExpertPolicyEstimator(Estimator):
     """A value-only expert's own policy as its soft advantage: ``A*(s, a) = alpha log pi*(a|s) + const(s)``.
 
     For an entropy-regularised optimal policy ``pi*(a|s) = exp((Q*(s, a) - V*(s)) / alpha)`` exactly; a PPO/A2C
