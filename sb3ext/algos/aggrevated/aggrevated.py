@@ -82,51 +82,55 @@ class AggreVaTeD(PPO):
     :param n_steps: The number of steps to run for each environment per iteration (roll-in length)
     :param batch_size: Minibatch size, in states (each state carries its K action samples or all its actions)
     :param n_epochs: Number of epochs over the aggregated states per iteration
-    :param gamma: Discount factor (learner value head and the RL phase)
-    :param gae_lambda: GAE lambda (learner value head and the RL phase)
+    :param gamma: Discount factor of the learner's value head (the expert's own gamma scores the actions)
+    :param gae_lambda: GAE lambda of the learner's value head
     :param clip_range: PPO clipping parameter of the trust region, it can be a function of the progress remaining
-    :param clip_range_vf: Clipping parameter for the value function (RL phase), see PPO
+    :param clip_range_vf: Clipping parameter for the value function, see PPO
     :param normalize_advantage: Whether to divide the advantages by their batch standard deviation
     :param ent_coef: Entropy coefficient for the loss calculation
     :param vf_coef: Value function coefficient for the loss calculation
-    :param max_grad_norm: The maximum value for the gradient clipping
-    :param beta_init: expert share of the roll-in at the first iteration, in [0, 1] (0: pure learner roll-in)
+    :param max_grad_norm: The maximum value for the gradient clipping (of the actor and of the critic, each)
+    :param beta_init: expert share of the roll-in at the first iteration, in [0, 1] (0: pure learner roll-in). Raise it
+        where the untrained learner's own states teach little (1.0 on the discrete tasks)
     :param beta_decay: ``beta_n = beta_init * beta_decay ** n`` at imitation iteration n, in [0, 1]
-    :param n_action_samples: K, learner actions scored by Q* per state (continuous actions, K >= 2)
-    :param aggregation_window: number of past roll-ins whose states are re-scored at every iteration
+    :param n_action_samples: K, learner actions scored per state (continuous actions, K >= 2); fewer is faster and
+        noisier
+    :param aggregation_window: number of past roll-ins whose states are re-scored at every iteration; a larger window
+        gives more passes over more states per env step, at more scoring time
     :param aggregation_reservoir: number of older states (those that have left the window) also re-scored at every
         iteration: a uniform sample of all of them (reservoir sampling), so that states recent roll-ins do not visit,
-        such as the first steps of episodes longer than the window, are still trained on (0: none). Used by the
-        estimators that re-score aggregated states (Q* experts, ``expert_policy``)
+        such as the first steps of episodes longer than the window, are still trained on (0: none). For long
+        episodes (MuJoCo, Hardcore)
     :param aggregation_falls: number of states that led to falls also re-scored at every iteration: the last
         64 states of each episode that ends in a termination (not a time limit), first in first out (0: none), so
         that a learner that rarely falls keeps training on how its falls begin after the window has let them go.
-        Same estimators as ``aggregation_reservoir``
+        For a learner at the expert's level that falls back (Walker2d)
     :param rollin_deterministic: fraction of the envs (the first ones) on which the learner's roll-in actions are
         its deterministic action (the distribution's mode, the one it is evaluated and deployed with) instead of a
         sample, so that the aggregated states include those the deterministic policy visits; the K scored samples
-        still come from its distribution. Imitation phase only (0: samples on every env)
-    :param expert_bc_coef: weight of a Q-filtered behaviour-cloning term (Q* experts, or value-only experts scored
-        by ``expert_policy``, whose log pi* stands in for Q*). Box: the squared
-        distance of the Gaussian mean to the expert's action, in half action ranges, on the aggregated states where
-        Q*(s, expert action) beats the mean Q* of the K samples by more than ``expert_bc_margin`` standard deviations
-        of theirs. Those are states where the samples around the learner's mean cannot find what the expert does,
-        e.g. a pose in which every nearby action keeps the body still. Discrete: the cross-entropy with the expert's
-        action (the best-scored one) where its score beats the learner's expected score by more than
-        ``expert_bc_margin`` standard deviations of the scores across actions; with two actions that gap is at most
-        1.41 of them, so the default margin of 3 never applies there: use 0 or 1 (0: off)
-    :param expert_bc_margin: that margin, in standard deviations of the K samples' Q* at the state; ``-inf``:
-        every aggregated state (a pull toward the expert's action beside the policy gradient)
+        still come from its distribution (0: samples on every env). For a deployed policy that falls where the
+        sampling one does not (Hopper, Walker2d)
+    :param expert_bc_coef: weight of a pull toward the expert's action (0: off). Box: the squared distance of the
+        Gaussian mean to the expert's action, in half action ranges, on the aggregated states where the expert's
+        action beats the mean score of the K samples by more than ``expert_bc_margin`` standard deviations of theirs:
+        states where the samples around the learner's mean cannot find what the expert does, e.g. a pose in which
+        every nearby action keeps the body still. Discrete: the cross-entropy with the expert's best-scored action
+        where its score beats the learner's expected score by more than ``expert_bc_margin`` standard deviations of
+        the scores across actions; with two actions that gap is at most 1.41 of them: use a margin of 0 or 1 there
+    :param expert_bc_margin: that margin, in standard deviations of the K samples' scores at the state; ``-inf``:
+        every aggregated state (a pull toward the expert's action beside the policy gradient, as on Walker2d)
     :param expert_cap: score each sample with ``min(Q*(s, a), Q*(s, expert action))`` (Q* experts, ``Box``): no
         credit for a sample the critic rates above the expert's own action. Where a critic is nearly flat across
         actions, the learner can otherwise climb its errors on the states it visits itself, away from the expert
+        (the MuJoCo entries)
     :param low_signal_fallback: once the expert's critics separate the learner's K samples by less than they
         disagree (``train/critic_snr`` below 1: Q* experts with several critics), clone the expert's actions on the
         aggregated states for the rest of the imitation phase (DAgger) instead of following the critic, which
         a learner can otherwise exploit on the states it visits itself. When it happened is saved with the model
-        (``low_signal_iteration``)
+        (``low_signal_iteration``). For an expert whose critic is known to be flat (a gamma-0.9999 TQC)
     :param bound_coef: weight of the quadratic penalty on the Gaussian mean outside the action bounds
-        (in the [-1, 1]-normalised action space); keeps the K samples from all clipping to one action
+        (in the [-1, 1]-normalised action space); keeps the K samples from all clipping to one action. Raise it when
+        the means sit past the bounds (HalfCheetah: 10)
     :param target_kl: stop the epochs of an iteration when the approximate KL exceeds ``1.5 * target_kl``
     :param stats_window_size: Window size for the rollout logging
     :param tensorboard_log: the log location for tensorboard (if None, no logging)
