@@ -598,6 +598,7 @@ def test_fall_store_is_rescored_beside_the_window() -> None:
     assert model.logger.name_to_value["train/aggregated_falls"] == 2
     assert model.logger.name_to_value["train/aggregated_states"] == 16 + 2 * 64
     learner_obs, _ = model._aggregation.get()
+    assert len(model._aggregation) == len(learner_obs) == 16 + 2 * 64  # window, then the falls
     expected = np.stack(last_64)
     assert len(expected) == 128
     np.testing.assert_array_equal(np.unique(learner_obs[16:], axis=0), np.unique(expected, axis=0))

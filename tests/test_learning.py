@@ -11,23 +11,14 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-import yaml
 from stable_baselines3.common.env_util import make_vec_env
 from stable_baselines3.common.evaluation import evaluate_policy
 
 from sb3ext.algos.aggrevated import AggreVaTeD
-from sb3ext.common.resources import hyperparams_path
 from tests.conftest import needs, shared_expert
-from tests.test_learning_kinds import negate_advantages
+from tests.test_learning_kinds import ZOO_KEYS, default_hyperparams, negate_advantages
 
 pytestmark = pytest.mark.slow
-
-ZOO_KEYS = {"n_envs", "n_timesteps", "policy", "expert", "normalize"}
-
-
-def default_hyperparams(env_id: str) -> dict:
-    """The entry of hyperparams/aggrevated.yml for ``env_id``."""
-    return dict(yaml.safe_load(hyperparams_path("aggrevated").read_text())[env_id])
 
 
 def train_and_evaluate(env_id: str, expert: str, steps: int, seed: int) -> tuple[float, float]:

@@ -28,6 +28,7 @@ from sb3ext.callbacks import episode_returns
 from sb3ext.common.resources import hyperparams_path
 from tests.conftest import shared_expert
 
+#: the zoo's keys of a YAML entry, not constructor arguments
 ZOO_KEYS = {"n_envs", "n_timesteps", "policy", "expert", "normalize"}
 EVAL_SEED, EVAL_EPISODES = 50_000, 10
 
@@ -38,6 +39,11 @@ CASES = {
     "value_only": ("Pendulum-v1", "ppo/Pendulum-v1_1", 4096, -400.0),
     "plate": ("sb3ext/BallPlateContinuous-v0", "shipped:sac/sb3ext-BallPlateContinuous-v0_1", 6144, 250.0),
 }
+
+
+def default_hyperparams(env_id: str) -> dict:
+    """The entry of hyperparams/aggrevated.yml for ``env_id``."""
+    return dict(yaml.safe_load(hyperparams_path("aggrevated").read_text())[env_id])
 
 
 def negate_advantages(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -52,7 +58,7 @@ def negate_advantages(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def before_and_after(env_id: str, expert: str, steps: int, seed: int = 0) -> tuple[float, float]:
     """Mean returns of the seeded evaluation episodes before and after ``steps`` env steps with the YAML settings."""
-    entry = yaml.safe_load(hyperparams_path("aggrevated").read_text())[env_id]
+    entry = default_hyperparams(env_id)
     hyperparams = {k: v for k, v in entry.items() if k not in ZOO_KEYS}
     source = expert if expert.startswith("shipped:") else shared_expert(expert)
     model = AggreVaTeD("MlpPolicy", make_vec_env(env_id, n_envs=entry["n_envs"], seed=seed), expert=source, seed=seed,

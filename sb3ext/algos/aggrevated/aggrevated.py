@@ -340,7 +340,7 @@ class AggreVaTeD(PPO):
         """Attach (or replace) the expert of a model, e.g. after ``AggreVaTeD.load(path)``. The aggregated states are
         kept in the previous expert's view, so they start anew (a warning says how many are dropped); a saved model
         holds none of them (``load`` starts with an empty aggregation, as after ``set_expert``)."""
-        held = self._aggregation.get()[0].shape[0] if self._aggregation is not None else 0
+        held = len(self._aggregation) if self._aggregation is not None else 0
         self._set_expert(expert)
         if held:
             warnings.warn(f"set_expert: the {held} aggregated states of the previous expert are dropped", stacklevel=2)
@@ -394,7 +394,7 @@ class AggreVaTeD(PPO):
         rollout_buffer.reset()
         # sb3ext: no gSDE (AggreVaTeD's use_sde is always False): SB3's reset_noise calls are left out
 
-        # sb3ext: the roll-in mixture of this iteration (None in the RL phase)
+        # sb3ext: the roll-in mixture of this iteration (None without an expert)
         beta = self.beta
         rollin = None
         if self._expert is not None:
@@ -753,13 +753,6 @@ class AggreVaTeD(PPO):
 #: level (hence the second condition below).
 LOW_SIGNAL_SNR = 1.0
 
-#: floor of the Gaussian policy's standard deviation, as a fraction of the half action range (0.3 and 0.02 were
-#: measured no better: docs/algos/aggrevated_history.md)
-MIN_STD = 0.1
-
-#: how many of a terminated episode's last states ``aggregation_falls`` keeps (128 was measured no better)
-FALL_STEPS = 64
-
 #: ... without ``low_signal_fallback``, only if the roll-in episodes that began after the ratio first fell below 1
 #: get less than V*(s0) by at least this share of |V*(s0)| (``train/return_shortfall``, over the latest 10 of them,
 #: once 5 have ended). Measured over the Pendulum YAML's full run, 10 seeds each: with the zoo's SAC expert the ratio
@@ -767,6 +760,13 @@ FALL_STEPS = 64
 #: on 6, late; the shortfall is then -0.24 to 0.00 (these critics underestimate). With the flat TQC mountain-car
 #: critic and the fallback off, it grows past 0.1 as the learner degrades.
 LOW_SIGNAL_SHORTFALL = 0.1
+
+#: floor of the Gaussian policy's standard deviation, as a fraction of the half action range (0.3 and 0.02 were
+#: measured no better: docs/algos/aggrevated_history.md)
+MIN_STD = 0.1
+
+#: how many of a terminated episode's last states ``aggregation_falls`` keeps (128 was measured no better)
+FALL_STEPS = 64
 
 
 def low_signal_message(

@@ -135,6 +135,10 @@ class StateAggregationBuffer:
         self.evicted += len(idx)
         self.reservoir_size = min(self.evicted, self.reservoir)
 
+    def __len__(self) -> int:
+        """The number of states :meth:`get` returns."""
+        return self.size + self.reservoir_size + self.fall_size
+
     def get(self) -> tuple[np.ndarray, np.ndarray]:
         """All stored states, window, reservoir, then the states before falls: (learner observations, expert
         observations)."""

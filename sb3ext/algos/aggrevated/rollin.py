@@ -256,7 +256,7 @@ class RollIn:
             self.states.step(dones, infos)
         dones = np.asarray(dones, dtype=bool)
         truncated = dones & np.array([bool(info.get("TimeLimit.truncated", False)) for info in infos])
-        terminated = dones & ~truncated  # V*(s') = 0; for the aggregation: a fall
+        terminated = dones & ~truncated  # for the aggregation: a fall
         self.aggregation.episodes_ended(terminated, truncated)  # a no-op without aggregation_falls
         vec_normalize = self.vec_normalize
         # a copy: SB3's time-limit bootstrap modifies `rewards` later
