@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import pickle
+import re
 import subprocess
 import sys
 import zipfile
@@ -23,9 +24,14 @@ MAX_CPU_SECONDS = 30.0
 MAX_EXTRA_MB = 1024
 
 
+def need_base_experts() -> None:
+    """The shared experts the fixtures are made from (skips, or fails under SB3EXT_STRICT, without ../shared)."""
+    shared_expert(hostile.PENDULUM), shared_expert(hostile.WALKER)
+
+
 @pytest.fixture(scope="module")
 def hostile_root(tmp_path_factory) -> Path:
-    shared_expert(hostile.PENDULUM), shared_expert(hostile.WALKER)  # skips without ../shared
+    need_base_experts()
     return tmp_path_factory.mktemp("hostile")
 
 
@@ -71,8 +77,6 @@ def reports(fixtures, hostile_root: Path) -> dict[str, dict]:
 
 def problems(spec: hostile.Hostile, report: dict) -> list[str]:
     """What is wrong with one load's report: empty when the load was safe and failed (or loaded) as expected."""
-    import re
-
     name, found = spec.name, []
     if report["marker"]:
         found.append(f"{name}: the payload ran")
@@ -154,7 +158,7 @@ def test_hostile_checkpoint_through_load_expert(name: str, fixtures, reports) ->
 def test_control_a_loader_that_runs_the_payload_then_refuses_is_caught(tmp_path: Path) -> None:
     """The control for the test above: a loader that imports the env module a checkpoint names (as SB3's load does)
     and then refuses the file exactly as the real loader does. Its report must fail the checks, on the payload only."""
-    shared_expert(hostile.PENDULUM), shared_expert(hostile.WALKER)
+    need_base_experts()
     built = {s.name: s for s in hostile.build_all(tmp_path, lambda rel: SHARED_EXPERTS / rel, only={"env_module"})}
     marker = hostile.marker_path(tmp_path)
     folders = [str(SHARED_EXPERTS / hostile.PENDULUM), str(built["env_module"].folder)]
@@ -292,8 +296,6 @@ def test_hostile_checkpoint_through_the_zoo_cli(name: str, fixtures, hostile_roo
     assert result.returncode != 0, result.stdout[-2000:]
     last = result.stderr.strip().splitlines()[-1]
     assert last.startswith(f"sb3ext.common.serialization.{spec.error}:") or last.startswith(f"{spec.error}:"), last
-    import re
-
     assert re.search(spec.match, last), last
     assert not marker.exists()
     assert not list((tmp_path / "logs").rglob("*.zip"))
