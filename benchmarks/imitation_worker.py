@@ -1,7 +1,7 @@
 """Runs imitation's DAgger or BC from a zoo expert; executed *inside* the separate imitation venv.
 
 imitation 1.0.1 pins SB3 2.2 and gymnasium 0.29, so it cannot share sb3ext's environment: this file imports
-nothing from sb3ext and is started by ``scripts/benchmark_imitation.py`` with that venv's interpreter.
+nothing from sb3ext and is started by ``benchmarks/runs.py`` with that venv's interpreter.
 
 The expert is loaded with SB3's own ``load`` (the shared, known zoo checkpoints and sb3ext's shipped ones; custom
 objects replace the gym-era spaces and schedules, and the numpy-2 training state of newer checkpoints). Its frozen

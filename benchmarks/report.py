@@ -1,0 +1,219 @@
+"""One report format: a page per suite (``docs/benchmarks/<suite>.md``) headed by its command, a table per task,
+learning curves (``<suite>_<task>.png``) and every run's row (``<suite>.csv``)."""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from benchmarks.suite import Suite, Task
+
+THRESHOLD_FRACTION = 0.9
+COLORS = ["tab:blue", "tab:red", "tab:gray", "tab:brown", "tab:orange", "tab:purple", "tab:green", "tab:olive"]
+LABELS = {
+    "aggrevated": "AggreVaTeD",
+    "dagger": "DAgger (matched)",
+    "imitation_dagger": "imitation DAgger",
+    "imitation_bc": "imitation BC",
+    "ppo": "PPO (zoo)",
+    "sac": "SAC (zoo)",
+}
+
+
+def threshold_of(task: Task, refs: dict[str, float]) -> float:
+    """90% of the way from a random policy to the expert on the same episodes; a task's ``goal`` without an expert."""
+    if "expert" in refs:
+        return refs["random"] + THRESHOLD_FRACTION * (refs["expert"] - refs["random"])
+    assert task.goal is not None  # the suite loader requires one or the other
+    return task.goal
+
+
+@dataclass(frozen=True)
+class RunSummary:
+    """One run against its task's threshold."""
+
+    task: str
+    method: str
+    seed: int
+    budget: int
+    steps_to_threshold: int | None  # env steps of the first checkpoint at the threshold
+    wall_to_threshold_s: float | None  # seconds from the start of training to that checkpoint
+    held: float  # share of the checkpoints from that one on that stay at the threshold
+    final: float  # the last checkpoint's return
+    best: float
+    train_wall_s: float
+
+
+def summarise(result: dict[str, Any], threshold: float) -> RunSummary:
+    steps, returns = np.asarray(result["steps"]), np.asarray(result["returns"], dtype=float)
+    hits = np.flatnonzero(returns >= threshold)
+    first = int(hits[0]) if hits.size else None
+    return RunSummary(
+        task=result["task"],
+        method=result["method"],
+        seed=result["seed"],
+        budget=result["budget"],
+        steps_to_threshold=None if first is None else int(steps[first]),
+        wall_to_threshold_s=None if first is None else float(result["wall_s"][first]),
+        held=0.0 if first is None else float(np.mean(returns[first:] >= threshold)),
+        final=float(returns[-1]) if returns.size else math.nan,
+        best=float(returns.max()) if returns.size else math.nan,
+        train_wall_s=float(result.get("train_wall_s", 0.0)),
+    )
+
+
+def median_or_none(values: list[float | int | None]) -> float | None:
+    """The median with a missing value counted as infinite (never reached); None when that median is infinite."""
+    if not values:
+        return None
+    median = float(np.median([math.inf if v is None else v for v in values]))
+    return None if math.isinf(median) else median
+
+
+def steps_cell(runs: list[RunSummary]) -> str:
+    median = median_or_none([r.steps_to_threshold for r in runs])
+    each = ", ".join("—" if r.steps_to_threshold is None else f"{r.steps_to_threshold:,}" for r in runs)
+    head = f"not in {max(r.budget for r in runs):,}" if median is None else f"**{median:,.0f}**"
+    return f"{head} ({each})"
+
+
+def held_cell(runs: list[RunSummary], results: dict[tuple[str, int], dict[str, Any]], threshold: float) -> str:
+    held = total = 0
+    for run in runs:
+        if run.steps_to_threshold is None:
+            continue
+        result = results[(run.method, run.seed)]
+        later = [r for s, r in zip(result["steps"], result["returns"]) if s >= run.steps_to_threshold]
+        held, total = held + sum(r >= threshold for r in later), total + len(later)
+    return "—" if not total else f"{held}/{total} ({100 * held / total:.0f}%)"
+
+
+def task_table(task: Task, refs: dict[str, float], results: list[dict[str, Any]]) -> tuple[list[str], list[RunSummary]]:
+    threshold = threshold_of(task, refs)
+    lines = [
+        "| method | env steps to the threshold: median (seeds) | checkpoints holding it from the crossing on "
+        "| final return: median (seeds) | wall-clock to the threshold (median) | training wall-clock (median) |",
+        "|---|---|---|---|---|---|",
+    ]
+    summaries = []
+    by_key = {(r["method"], r["seed"]): r for r in results}
+    for method in task.methods:
+        runs = sorted((summarise(r, threshold) for r in results if r["method"] == method), key=lambda s: s.seed)
+        if not runs:
+            continue
+        summaries += runs
+        wall = median_or_none([r.wall_to_threshold_s for r in runs])
+        finals = ", ".join(f"{r.final:.1f}" for r in runs)
+        lines.append(
+            f"| {LABELS.get(method, method)} | {steps_cell(runs)} | {held_cell(runs, by_key, threshold)} "
+            f"| {np.median([r.final for r in runs]):.1f} ({finals}) | {'—' if wall is None else f'{wall:,.0f} s'} "
+            f"| {np.median([r.train_wall_s for r in runs]):,.0f} s |"
+        )
+    return lines, summaries
+
+
+def plot_task(task: Task, refs: dict[str, float], results: list[dict[str, Any]], path: Path, episodes: int) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 4.2))
+    for color, method in zip(COLORS, task.methods):
+        runs = [r for r in results if r["method"] == method and r["steps"]]
+        for i, run in enumerate(runs):
+            ax.plot(run["steps"], run["returns"], color=color, alpha=0.35 if len(runs) > 1 else 1.0, lw=1,
+                    label=None if len(runs) > 1 or i else LABELS.get(method, method))  # fmt: skip
+        common = min((len(r["steps"]) for r in runs), default=0)
+        if len(runs) > 1 and common:
+            ax.plot(runs[0]["steps"][:common], np.median([r["returns"][:common] for r in runs], axis=0), color=color,
+                    lw=2, label=f"{LABELS.get(method, method)} (median of {len(runs)})")  # fmt: skip
+    threshold = threshold_of(task, refs)
+    if "expert" in refs:
+        ax.axhline(refs["expert"], color="tab:green", ls="--", label=f"expert ({refs['expert']:.0f})")
+    ax.axhline(threshold, color="black", ls="-.", lw=1, label=f"threshold ({threshold:.0f})")
+    ax.axhline(refs["random"], color="tab:red", ls=":", label=f"random ({refs['random']:.0f})")
+    ax.set_xscale("log")
+    ax.set_xlabel("environment steps (log scale)")
+    ax.set_ylabel(f"mean return, {episodes} seeded episodes")
+    ax.set_title(f"{task.name} ({task.env})" if task.name != task.env else task.env)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7, loc="best")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def file_stem(suite: Suite, task: Task) -> str:
+    return f"{suite.name}_{task.name.replace('/', '-')}"
+
+
+def collect(suite: Suite, work: Path) -> tuple[dict[str, dict[str, float]], dict[str, list[dict[str, Any]]]]:
+    """The references and finished results of every task of the suite found under ``work``."""
+    refs, results = {}, {}
+    for task in suite.tasks.values():
+        folder = work / suite.name / task.name.replace("/", "-")
+        if (folder / "references.json").exists():
+            refs[task.name] = json.loads((folder / "references.json").read_text())
+            results[task.name] = [json.loads(p.read_text()) for p in sorted(folder.glob("*/seed*/result.json"))]
+    return refs, results
+
+
+def write_page(suite: Suite, work: Path, out: Path) -> Path:
+    """``out/<suite>.md`` (with its curves and CSV) from every finished run of the suite under ``work``."""
+    refs, results = collect(suite, work)
+    commands = sorted({r["command"] for task_results in results.values() for r in task_results if r.get("command")})
+    lines = [
+        f"# Benchmark suite `{suite.name}`",
+        "",
+        "Made by " + ", ".join(f"`{c}`" for c in commands) + "." if commands else "No runs yet.",
+        "",
+        suite.about,
+        "",
+        f"Protocol: every checkpoint of every run is evaluated on the same {suite.episodes} seeded deterministic "
+        f"episodes (seeds {suite.eval_seed:,}-{suite.eval_seed + suite.episodes - 1:,}) as the expert and a uniformly "
+        f"random policy; the threshold is {THRESHOLD_FRACTION:.0%} of the way from random to the expert (or the "
+        "task's goal). Wall-clock runs from the start of training to the checkpoint file (evaluation not included); "
+        "runs shared the machine's cores, so compare it within a table.",
+        "",
+    ]
+    out.mkdir(parents=True, exist_ok=True)
+    rows: list[RunSummary] = []
+    for task in suite.tasks.values():
+        if not results.get(task.name):
+            continue
+        task_refs = refs[task.name]
+        threshold = threshold_of(task, task_refs)
+        lines += [f"## {task.name}", ""]
+        expert = (
+            f"expert `{task.expert}`: {task_refs['expert']:.1f} ± {task_refs['expert_std']:.1f}; "
+            if "expert" in task_refs
+            else ""
+        )
+        lines += [f"Env `{task.env}`; {expert}random {task_refs['random']:.1f}; threshold {threshold:.1f}.", ""]
+        table, summaries = task_table(task, task_refs, results[task.name])
+        rows += summaries
+        imitation = [r for r in results[task.name] if "expert_return_imitation_env" in r]
+        lines += table + [""]
+        if imitation:
+            lines += [
+                f"imitation's runs act in its own gymnasium 0.29 (`{imitation[0]['imitation_env']}`); the expert scores "
+                f"{np.median([r['expert_return_imitation_env'] for r in imitation]):.1f} there on the same seeds.",
+                "",
+            ]
+        png = out / f"{file_stem(suite, task)}.png"
+        plot_task(task, task_refs, results[task.name], png, suite.episodes)
+        lines += [f"![{task.name}]({png.name})", ""]
+    with open(out / f"{suite.name}.csv", "w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=list(RunSummary.__dataclass_fields__))
+        writer.writeheader()
+        writer.writerows(asdict(r) for r in rows)
+    page = out / f"{suite.name}.md"
+    page.write_text("\n".join(lines).rstrip() + "\n")
+    return page

@@ -1,0 +1,266 @@
+"""One job: train through the unmodified zoo CLI (or imitation's venv), then evaluate its checkpoints.
+
+Every run lands in its own folder (``Job.folder``); each stage leaves a file, so a crash loses at most the stage it
+was in: ``train.json`` (training done), ``eval.json`` (checkpoints evaluated so far, one line each, appended) and
+``result.json`` (the job done). ``references.json`` beside the task's runs holds the expert's and a random policy's
+returns on the same seeded episodes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import yaml
+
+from benchmarks.suite import IMITATION_METHODS, ROOT, Job, Task, experts_folder
+
+#: imitation 1.0.1 pins SB3 2.2 and gymnasium 0.29: its own venv, built on first use
+IMITATION_PINS = ["imitation==1.0.1", "numpy<2", "pandas<3", "pyarrow<18", "datasets<3", "gymnasium[box2d]"]
+IMITATION_MUJOCO_PINS = ["sb3-contrib==2.2.1", "mujoco==2.3.7", "imageio"]
+SINGLE_THREAD = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+
+
+def run_job(job: Job, work: Path, command: str = "") -> dict[str, Any]:
+    """The job's result (cached in ``result.json``): its checkpoints' returns on the suite's episodes and the
+    wall-clock from the start of training to each checkpoint."""
+    folder = job.folder(work)
+    done = folder / "result.json"
+    if done.exists():
+        return json.loads(done.read_text())  # type: ignore[no-any-return]
+    refs = references(job.task, job.suite.episodes, job.suite.eval_seed, folder.parent.parent / "references.json")
+    if job.method.imitation:
+        curve = imitation_run(job, folder)
+    else:
+        train = zoo_train(job, folder)
+        curve = evaluate_checkpoints(job, folder, train["started"])
+        curve["train_wall_s"] = train["wall_s"]
+    result = {
+        "task": job.task.name,
+        "method": job.method.name,
+        "seed": job.seed,
+        "budget": job.method.budget,
+        "episodes": job.suite.episodes,
+        "eval_seed": job.suite.eval_seed,
+        "command": command,
+        "references": refs,
+        **curve,
+    }
+    done.write_text(json.dumps(result))
+    return result
+
+
+def references(task: Task, episodes: int, seed: int, cache: Path) -> dict[str, float]:
+    """The expert's and a uniformly random policy's mean return on the suite's seeded episodes (cached); a task
+    without an expert has only the random one."""
+    if cache.exists():
+        return json.loads(cache.read_text())  # type: ignore[no-any-return]
+    from sb3ext.callbacks import episode_returns
+    from sb3ext.experts import load_expert
+
+    refs: dict[str, float] = {"random": float(np.mean(episode_returns(task.env, None, episodes, seed)[0]))}
+    reference = task.expert_reference()
+    if reference is not None:
+        if task.expert_observes_state:
+            expert = load_expert(reference)
+            returns = episode_returns(task.env, expert, episodes, seed, observe_state=True)[0]
+        else:
+            expert = load_expert(reference, env_id=task.env)
+            returns = episode_returns(task.env, expert, episodes, seed, expert.make_env)[0]
+        refs.update(expert=float(np.mean(returns)), expert_std=float(np.std(returns)))
+    cache.parent.mkdir(parents=True, exist_ok=True)
+    cache.write_text(json.dumps(refs))
+    return refs
+
+
+def zoo_conf(algo: str, task: Task, folder: Path) -> list[str]:
+    """``--conf-file`` arguments for a from-scratch zoo algorithm on an env the zoo lists under another id
+    (``zoo_entry``: its ``-v4`` entry for a ``-v5`` env), copied under the task's id; none otherwise."""
+    if task.zoo_entry is None or algo in ("aggrevated", "dagger"):
+        return []
+    import rl_zoo3
+
+    entries = yaml.safe_load((Path(rl_zoo3.__file__).parent / "hyperparams" / f"{algo}.yml").read_text())
+    if task.zoo_entry not in entries:
+        raise ValueError(f"rl_zoo3's {algo}.yml has no {task.zoo_entry!r} entry (task {task.name!r}, zoo_entry)")
+    path = folder / f"zoo_{algo}.yml"
+    path.write_text(yaml.safe_dump({task.env: entries[task.zoo_entry]}))
+    return ["--conf-file", str(path)]
+
+
+def zoo_train(job: Job, folder: Path) -> dict[str, Any]:
+    """``python -m rl_zoo3.train`` with SB3's ``CheckpointCallback`` every ``save_every`` env steps (the VecNormalize
+    statistics saved with each); cached in ``train.json``. An unfinished run is started again from scratch."""
+    done = folder / "train.json"
+    if done.exists():
+        return json.loads(done.read_text())  # type: ignore[no-any-return]
+    if folder.exists():
+        shutil.rmtree(folder)
+    folder.mkdir(parents=True)
+    method, task = job.method, job.task
+    n_envs = probe_n_envs(method.algo, task, folder)
+    callback = (
+        "callback:[{'stable_baselines3.common.callbacks.CheckpointCallback': "
+        f"{{'save_freq': {max(1, method.save_every // n_envs)}, 'save_path': '{folder / 'checkpoints'}', "
+        "'save_vecnormalize': True}}]"
+    )
+    expert = [f"expert:'{task.expert_reference()}'"] if method.algo in ("aggrevated", "dagger") else []
+    command = [
+        sys.executable, "-m", "rl_zoo3.train", "--algo", method.algo, "--env", task.env, "--seed", str(job.seed),
+        "-n", str(method.budget), "--eval-freq", "-1", "-f", str(folder / "logs"), "--num-threads", "1",
+        "--device", "cpu", "--log-interval", "-2", *zoo_conf(method.algo, task, folder),
+        "--hyperparams", *expert, *method.zoo_hyperparams(), callback,
+    ]  # fmt: skip
+    started = time.time()
+    with open(folder / "train.log", "w") as log:
+        print(" ".join(command), file=log, flush=True)
+        subprocess.run(
+            command, check=True, stdout=log, stderr=subprocess.STDOUT, cwd=folder, env={**os.environ, **SINGLE_THREAD}
+        )
+    result = {"started": started, "wall_s": time.time() - started, "n_envs": n_envs}
+    done.write_text(json.dumps(result))
+    return result
+
+
+def probe_n_envs(algo: str, task: Task, folder: Path) -> int:
+    """The ``n_envs`` of the YAML entry the zoo will use (the checkpoint callback counts vectorised steps): the
+    ``zoo_entry`` copy, else sb3ext's file for the algorithm (``dagger`` uses AggreVaTeD's), else the zoo's own."""
+    import rl_zoo3
+
+    from sb3ext.common.resources import hyperparams_path
+
+    candidates = [Path(conf) for conf in zoo_conf(algo, task, folder)[1:]]
+    try:
+        candidates.append(hyperparams_path("aggrevated" if algo == "dagger" else algo))
+    except ValueError:  # a stock algorithm sb3ext has no entries for
+        pass
+    candidates.append(Path(rl_zoo3.__file__).parent / "hyperparams" / f"{algo}.yml")
+    for path in candidates:
+        entries = yaml.safe_load(path.read_text()) if path.is_file() else {}
+        if task.env in entries:
+            return int(entries[task.env].get("n_envs", 1))
+    raise ValueError(f"no zoo entry for {task.env!r} in {[str(c) for c in candidates]} (task {task.name!r})")
+
+
+class NormalizedLearner:
+    """A saved learner acting on raw observations through its checkpoint's frozen VecNormalize statistics."""
+
+    def __init__(self, model: Any, norm: Any):
+        self.model, self.norm = model, norm
+
+    def predict(self, obs: np.ndarray, deterministic: bool = True) -> Any:
+        return self.model.predict(self.norm.normalize_obs(obs) if self.norm is not None else obs, deterministic=True)
+
+
+def evaluate_checkpoints(job: Job, folder: Path, started: float) -> dict[str, Any]:
+    """Every checkpoint's mean return on the suite's seeded deterministic episodes, appended to ``eval.json`` as it
+    is measured (a crash keeps the ones done); the wall-clock from the start of training to each checkpoint file."""
+    from rl_zoo3 import ALGOS  # sb3ext's plug-in registers its algorithms in it
+    from stable_baselines3.common.env_util import make_vec_env
+    from stable_baselines3.common.vec_env import VecNormalize
+
+    from sb3ext.callbacks import episode_returns
+
+    cache = folder / "eval.json"
+    done = {row["steps"]: row for row in map(json.loads, cache.read_text().splitlines())} if cache.exists() else {}
+    config = next(folder.glob("logs/*/*/*/config.yml"))
+    frame_stack = int(dict(yaml.load(config.read_text(), Loader=yaml.UnsafeLoader)).get("frame_stack", 0) or 0)  # our run
+    checkpoints = sorted(folder.glob("checkpoints/rl_model_*_steps.zip"), key=lambda p: int(p.stem.split("_")[2]))
+    for checkpoint in checkpoints:
+        steps = int(checkpoint.stem.split("_")[2])
+        if steps in done:
+            continue
+        model = ALGOS[job.method.algo].load(checkpoint, device="cpu")
+        stats = checkpoint.parent / f"rl_model_vecnormalize_{steps}_steps.pkl"
+        norm = VecNormalize.load(str(stats), make_vec_env(job.task.env, n_envs=1)) if stats.exists() else None
+        returns = episode_returns(
+            job.task.env, NormalizedLearner(model, norm), job.suite.episodes, job.suite.eval_seed, frame_stack=frame_stack
+        )[0]
+        done[steps] = {"steps": steps, "return": float(np.mean(returns)), "wall_s": checkpoint.stat().st_mtime - started}
+        with open(cache, "a") as handle:
+            handle.write(json.dumps(done[steps]) + "\n")
+        print(f"  {job.key}: {steps:>8,} steps  return {done[steps]['return']:8.1f}", flush=True)
+    rows = [done[s] for s in sorted(done)]
+    return {"steps": [r["steps"] for r in rows], "returns": [r["return"] for r in rows], "wall_s": [r["wall_s"] for r in rows]}
+
+
+def imitation_env(env: str) -> str:
+    """The id imitation's gymnasium 0.29 knows: the ``-v4`` twin of a ``-v5`` MuJoCo env, ``-v2`` of the lunar
+    landers' ``-v3``, else the env itself."""
+    if env.endswith("-v5"):
+        return env.rsplit("-", 1)[0] + "-v4"
+    if env.startswith("LunarLander") and env.endswith("-v3"):
+        return env.rsplit("-", 1)[0] + "-v2"
+    return env
+
+
+def imitation_venv(venv: Path, mujoco: bool) -> Path:
+    """The imitation venv's interpreter, built (CPU torch first) when it cannot import what the task needs."""
+    python = venv / "bin" / "python"
+    probe = "import imitation, stable_baselines3, Box2D" + (", sb3_contrib, mujoco" if mujoco else "")
+    if python.exists() and subprocess.run([str(python), "-c", probe], capture_output=True).returncode == 0:
+        return python
+    print(f"building imitation's venv in {venv} (a few minutes)", flush=True)
+    if not python.exists():
+        subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+        subprocess.run([str(python), "-m", "pip", "install", "-q", "torch==2.13.0"], check=True)
+    if shutil.which("swig") is None and os.geteuid() == 0:  # box2d-py builds with it
+        subprocess.run(["apt-get", "update", "-qq"], check=False)
+        subprocess.run(["apt-get", "install", "-y", "-qq", "swig"], check=True)
+    pins = IMITATION_PINS + (IMITATION_MUJOCO_PINS if mujoco else [])
+    subprocess.run([str(python), "-m", "pip", "install", "-q", *pins], check=True)
+    return python
+
+
+def imitation_run(job: Job, folder: Path) -> dict[str, Any]:
+    """imitation's DAgger or BC from the task's expert, in its own venv (``benchmarks/imitation_worker.py``); the
+    expert's VecNormalize statistics are exported with sb3ext's safe loader for it."""
+    from sb3ext.experts import load_expert
+
+    folder.mkdir(parents=True, exist_ok=True)
+    task, method = job.task, job.method
+    reference = str(task.expert_reference())
+    if reference.startswith("shipped:"):
+        from sb3ext.experts.references import SHIPPED_PREFIX, shipped_expert
+
+        reference = str(shipped_expert(reference[len(SHIPPED_PREFIX) :]))
+    expert_dir = Path(reference)
+    env = imitation_env(task.env)
+    mujoco = task.env.endswith("-v5") or expert_dir.parent.name == "tqc"
+    python = imitation_venv(Path(os.environ.get("SB3EXT_IMITATION_VENV", ROOT / "bench_runs" / "imitation-venv")), mujoco)
+    out = folder / "imitation.json"
+    command = [
+        str(python), str(Path(__file__).with_name("imitation_worker.py")), "--method", IMITATION_METHODS[method.algo],
+        "--env", env, "--expert", str(next(expert_dir.glob("*.zip"))), "--expert-algo", expert_dir.parent.name,
+        "--budget", str(method.budget), "--eval-every", str(method.save_every), "--eval-episodes", str(job.suite.episodes),
+        "--net-arch", *map(str, method.net_arch), "--seed", str(job.seed), "--eval-seed", str(job.suite.eval_seed),
+        "--out", str(out),
+    ]  # fmt: skip
+    norm = load_expert(expert_dir).normalization
+    if norm is not None and norm.obs_rms is not None:
+        stats = folder / "expert_stats.npz"
+        np.savez(stats, mean=norm.obs_rms.mean, var=norm.obs_rms.var, epsilon=norm.epsilon, clip_obs=norm.clip_obs)
+        command += ["--stats", str(stats)]
+    with open(folder / "imitation.log", "w") as log:
+        subprocess.run(command, check=True, stdout=log, stderr=subprocess.STDOUT, env={**os.environ, **SINGLE_THREAD})
+    result = json.loads(out.read_text())
+    return {
+        "steps": result["timesteps"],
+        "returns": result["returns"],
+        "wall_s": result["wall_s"],
+        "train_wall_s": result["wall_s"][-1] if result["wall_s"] else 0.0,
+        "imitation_env": env,
+        "expert_return_imitation_env": result["expert_return_same_protocol"],
+    }
+
+
+def experts_present(job: Job) -> bool:
+    """Whether the job's expert can be found (a shipped one always; a shared one under the experts folder)."""
+    return job.task.expert is None or job.task.expert.startswith("shipped:") or (experts_folder() / job.task.expert).is_dir()
