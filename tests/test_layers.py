@@ -136,3 +136,19 @@ def test_the_checker_sees_imports_inside_functions(tmp_path: Path) -> None:
     found = imports(source, known, this="sb3ext.common.probe")
     assert {"sb3ext.zoo", "rl_zoo3.utils", "sb3ext.algos.rpo"} <= found
     assert len(violations("sb3ext.common.probe", found, known)) == 4  # zoo, rl_zoo3, sb3ext.algos and .rpo
+
+
+def outside_imports(folder: str) -> dict[str, set[str]]:
+    """The top-level packages each module under ``ROOT/folder`` imports."""
+    return {
+        str(path.relative_to(ROOT)): {m.split(".")[0] for m in imports(path, set(), this=f"{folder}.{path.stem}")}
+        for path in sorted((ROOT / folder).rglob("*.py"))
+    }
+
+
+def test_the_harness_and_scripts_stay_outside_the_library() -> None:
+    """sb3ext never imports the benchmark harness, and neither the harness nor the scripts import the tests."""
+    assert not [name for name, found in outside_imports("sb3ext").items() if "benchmarks" in found]
+    for folder in ("benchmarks", "scripts"):
+        assert not [name for name, found in outside_imports(folder).items() if "tests" in found], folder
+    assert "sb3ext" not in outside_imports("benchmarks")["benchmarks/imitation_worker.py"]  # runs in imitation's venv

@@ -1,0 +1,140 @@
+"""The benchmark harness (``benchmarks/``): the suites file, the protocol's arithmetic, the Optuna job queue, and
+one tiny suite run through the zoo end to end, resumed."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from benchmarks import queue
+from benchmarks.__main__ import main
+from benchmarks.report import held_cell, steps_cell, summarise, threshold_of
+from benchmarks.suite import SuiteError, Task, get_suite, load_suites
+from tests.conftest import shared_expert
+
+PENDULUM = {"expert": "sac/Pendulum-v1_1", "methods": {"aggrevated": {"budget": 512, "save_every": 256}}}
+
+
+def write_suites(tmp_path: Path, suites: dict) -> Path:
+    path = tmp_path / "suites.yml"
+    path.write_text(yaml.safe_dump(suites))
+    return path
+
+
+def test_every_suite_loads_and_names_experts_that_exist():
+    suites = load_suites()
+    assert {"classic", "locomotion", "walkers", "pixels", "beyond_expert", "ppo_variants", "envs"} <= set(suites)
+    for suite in suites.values():
+        assert suite.episodes >= 30, f"{suite.name}: the protocol evaluates on 30+ episodes"
+        for task in suite.tasks.values():
+            if task.expert and not task.expert.startswith("shipped:"):
+                shared_expert(task.expert)
+
+
+@pytest.mark.parametrize(
+    "suite, message",
+    [
+        ({"s": {"tasks": {"Pendulum-v1": {**PENDULUM, "expret": "x"}}}}, "unknown key(s) ['expret']"),
+        ({"s": {"tasks": {"Pendulum-v1": {"expert": "e", "methods": {"aggrevated": {"budget": 5}}}}}}, "missing 'save_every'"),
+        ({"s": {"tasks": {"Pendulum-v1": {"methods": {"aggrevated": {"budget": 5, "save_every": 5}}}}}}, "names no 'expert'"),
+        ({"s": {"tasks": {"Pendulum-v1": {"methods": {"ppo": {"budget": 5, "save_every": 5}}}}}}, "needs a 'goal'"),
+        (
+            {"s": {"tasks": {"P": {"expert": "e", "methods": {"ppo": {"budget": 5, "save_every": 9}}}}}},
+            "larger than the budget",
+        ),
+        ({"s": {"tasks": {"P": {"expert": "e", "methods": {"ppo": {"budget": -5, "save_every": 1}}}}}}, "not a positive"),
+        ({"s": {"seeds": "0", "tasks": {"Pendulum-v1": PENDULUM}}}, "s.seeds: expected a list"),
+    ],
+)
+def test_a_bad_suite_names_the_key_and_what_is_allowed(tmp_path, suite, message):
+    with pytest.raises(
+        SuiteError, match=message.replace("[", r"\[").replace("]", r"\]").replace("(", r"\(").replace(")", r"\)")
+    ):
+        load_suites(write_suites(tmp_path, suite))
+
+
+def test_selection_checks_names(tmp_path):
+    path = write_suites(tmp_path, {"s": {"tasks": {"Pendulum-v1": PENDULUM}}})
+    with pytest.raises(SuiteError, match=r"unknown suite 'x'; allowed: \['s'\]"):
+        get_suite("x", path)
+    with pytest.raises(SuiteError, match=r"unknown method \['ppo'\]; allowed: \['aggrevated'\]"):
+        get_suite("s", path).select(methods=["ppo"])
+    assert [job.key for job in get_suite("s", path).select(seeds=[4, 7])] == [
+        "s/Pendulum-v1/aggrevated/4",
+        "s/Pendulum-v1/aggrevated/7",
+    ]
+    with pytest.raises(SystemExit) as usage:  # the CLI's usage error
+        main(["run", "s", "--suites", str(path), "--tasks", "CartPole-v1"])
+    assert usage.value.code == 2
+
+
+def result(method: str, seed: int, returns: list[float], budget: int = 400) -> dict:
+    steps = [100 * (i + 1) for i in range(len(returns))]
+    return {"task": "t", "method": method, "seed": seed, "budget": budget, "steps": steps, "returns": returns,
+            "wall_s": [10.0 * s / 100 for s in steps], "train_wall_s": 40.0}  # fmt: skip
+
+
+def test_protocol_arithmetic_by_hand():
+    task = Task("t", "t", {}, expert="e")
+    assert threshold_of(task, {"random": -100.0, "expert": 100.0}) == pytest.approx(80.0)
+    assert threshold_of(Task("t", "t", {}, goal=5.0), {"random": 0.0}) == 5.0
+    run = summarise(result("a", 0, [0, 85, 70, 90]), 80.0)
+    assert (run.steps_to_threshold, run.wall_to_threshold_s, run.held, run.final, run.best) == (200, 20.0, 2 / 3, 90, 90)
+    never = summarise(result("a", 1, [0, 10, 20, 30]), 80.0)
+    assert (never.steps_to_threshold, never.held) == (None, 0.0)
+    # the median counts a seed that never crossed as infinite: one of three missing keeps a median, two do not
+    runs = [summarise(result("a", s, r), 80.0) for s, r in enumerate([[0, 85, 70, 90], [90, 90, 90, 90], [0, 0, 0, 0]])]
+    assert steps_cell(runs) == "**200** (200, 100, —)"
+    assert steps_cell([runs[0], runs[2], never]) == "not in 400 (200, —, —)"
+    by_key = {(r.method, r.seed): result("a", r.seed, v) for r, v in zip(runs, [[0, 85, 70, 90], [90] * 4, [0] * 4])}
+    assert held_cell(runs, by_key, 80.0) == "6/7 (86%)"
+
+
+def fake_run(job) -> dict:
+    return {"task": job.task.name, "method": job.method.name, "seed": job.seed, "budget": 1, "steps": [1],
+            "returns": [float(job.seed)], "wall_s": [0.0], "references": {"random": 0.0, "expert": 1.0}}  # fmt: skip
+
+
+def test_the_optuna_queue_runs_each_job_once_and_fetches_results(tmp_path):
+    pytest.importorskip("sqlalchemy")
+    path = write_suites(tmp_path, {"s": {"seeds": [0, 1, 2], "tasks": {"Pendulum-v1": PENDULUM}}})
+    jobs = {job.key: job for job in get_suite("s", path).select()}
+    storage = f"sqlite:///{tmp_path / 'queue.db'}"
+    study = queue.open_study(storage, "s")
+    assert queue.enqueue(study, list(jobs.values())) == 3
+    assert queue.enqueue(study, list(jobs.values())) == 0  # already queued
+    ran: list[str] = []
+    first = queue.work(study, jobs, lambda job: (ran.append(job.key), fake_run(job))[1])
+    assert first == 3 and sorted(ran) == sorted(jobs)
+    assert queue.work(queue.open_study(storage, "s"), jobs, fake_run) == 0  # nothing left for a second worker
+    assert queue.enqueue(study, list(jobs.values())) == 0  # finished jobs are not queued again
+    assert queue.fetch(study, jobs, tmp_path / "work") == 3
+    fetched = json.loads(jobs["s/Pendulum-v1/aggrevated/2"].folder(tmp_path / "work").joinpath("result.json").read_text())
+    assert fetched["returns"] == [2.0]
+    assert (tmp_path / "work" / "s" / "Pendulum-v1" / "references.json").exists()
+
+
+def test_a_tiny_suite_runs_through_the_zoo_writes_its_page_and_resumes(tmp_path):
+    shared_expert("sac/Pendulum-v1_1")
+    path = write_suites(
+        tmp_path, {"tiny": {"seeds": [0], "episodes": 2, "about": "smoke", "tasks": {"Pendulum-v1": PENDULUM}}}
+    )
+    args = ["run", "tiny", "--suites", str(path), "--work-dir", str(tmp_path / "work"), "--out", str(tmp_path / "out")]
+    assert main(args) == 0
+    folder = tmp_path / "work" / "tiny" / "Pendulum-v1" / "aggrevated" / "seed0"
+    first = json.loads((folder / "result.json").read_text())
+    assert first["steps"] == [256, 512] and len(first["returns"]) == 2 and first["wall_s"][0] < first["wall_s"][1]
+    page = (tmp_path / "out" / "tiny.md").read_text()
+    assert page.startswith("# Benchmark suite `tiny`\n\nMade by `python -m benchmarks run tiny")
+    assert "| AggreVaTeD |" in page and (tmp_path / "out" / "tiny_Pendulum-v1.png").stat().st_size > 1000
+    # a crash after training and one evaluation: the same command evaluates only the missing checkpoint
+    trained = (folder / "train.json").stat().st_mtime
+    (folder / "result.json").unlink()
+    (folder / "eval.json").write_text((folder / "eval.json").read_text().splitlines()[0] + "\n")
+    assert main(args) == 0
+    assert (folder / "train.json").stat().st_mtime == trained
+    assert json.loads((folder / "result.json").read_text())["returns"] == first["returns"]
+    assert len((folder / "eval.json").read_text().splitlines()) == 2
