@@ -48,6 +48,7 @@ class RunSummary:
     final: float  # the last checkpoint's return
     best: float
     train_wall_s: float
+    machine: str
 
 
 def summarise(result: dict[str, Any], threshold: float) -> RunSummary:
@@ -65,6 +66,7 @@ def summarise(result: dict[str, Any], threshold: float) -> RunSummary:
         final=float(returns[-1]) if returns.size else math.nan,
         best=float(returns.max()) if returns.size else math.nan,
         train_wall_s=float(result.get("train_wall_s", 0.0)),
+        machine=str(result.get("machine", "not recorded")),
     )
 
 
@@ -199,6 +201,12 @@ def write_page(suite: Suite, work: Path, out: Path) -> Path:
         lines += [f"Env `{task.env}`; {expert}random {task_refs['random']:.1f}; threshold {threshold:.1f}.", ""]
         table, summaries = task_table(task, task_refs, results[task.name])
         rows += summaries
+        machines = sorted({r.get("machine", "not recorded") for r in results[task.name]})
+        if len(machines) > 1:
+            lines += [f"The runs of this task ran on {len(machines)} machines ({'; '.join(machines)}): compare wall-clock "
+                      "only between runs of one machine (the `machine` column of the CSV).", ""]  # fmt: skip
+        else:
+            lines += [f"Machine: {machines[0]}.", ""]
         imitation = [r for r in results[task.name] if "expert_return_imitation_env" in r]
         lines += table + [""]
         if imitation:

@@ -50,11 +50,24 @@ def run_job(job: Job, work: Path, command: str = "") -> dict[str, Any]:
         "episodes": job.suite.episodes,
         "eval_seed": job.suite.eval_seed,
         "command": command,
+        "machine": machine(),
         "references": refs,
         **curve,
     }
     done.write_text(json.dumps(result))
     return result
+
+
+def machine() -> str:
+    """The CPU model and core count the run had (wall-clock compares only within one machine)."""
+    model = "unknown CPU"
+    cpuinfo = Path("/proc/cpuinfo")
+    if cpuinfo.exists():
+        model = next(
+            (line.split(":", 1)[1].strip() for line in cpuinfo.read_text().splitlines() if line.startswith("model name")),
+            model,
+        )
+    return f"{model}, {os.cpu_count()} cores"
 
 
 def references(task: Task, episodes: int, seed: int, cache: Path) -> dict[str, float]:
