@@ -171,9 +171,9 @@ def test_expert_bc_pulls_the_mean_to_the_expert_only_where_the_expert_clearly_wi
     assert scores.expert_gap_z is not None and (scores.expert_gap_z > 3.0).all()
     idx = th.arange(6)
     terms = surrogate_terms(scores, idx, model.policy.get_distribution(obs), 0.2, env.action_space, model.device, 3.0)
-    assert terms["expert_bc_fraction"].item() == 1.0 and terms["expert_bc"].item() > 0.4  # ((0 - 0.75))^2 ~ 0.56
+    assert terms.expert_bc_fraction.item() == 1.0 and terms.expert_bc.item() > 0.4  # ((0 - 0.75))^2 ~ 0.56
     off = surrogate_terms(scores, idx, model.policy.get_distribution(obs), 0.2, env.action_space, model.device, 1e9)
-    assert off["expert_bc_fraction"].item() == 0.0 and off["expert_bc"].item() == 0.0
+    assert off.expert_bc_fraction.item() == 0.0 and off.expert_bc.item() == 0.0
     model.learn(16 * 4)
     assert model.logger.name_to_value["train/expert_bc_fraction"] > 0
 
@@ -209,8 +209,8 @@ def test_expert_bc_margin_minus_inf_pulls_on_every_state() -> None:
     every = surrogate_terms(scores, idx, distribution, 0.2, model.action_space, model.device, -math.inf)
     chosen = surrogate_terms(scores, idx, distribution, 0.2, model.action_space, model.device, 3.0)
     # a steep critic that finds what the expert does: no state beats the samples by 3 std, but -inf takes them all
-    assert chosen["expert_bc_fraction"].item() == 0.0
-    assert every["expert_bc_fraction"].item() == 1.0 and every["expert_bc"].item() > 0.1  # mean ~0 vs the expert's 0.5
+    assert chosen.expert_bc_fraction.item() == 0.0
+    assert every.expert_bc_fraction.item() == 1.0 and every.expert_bc.item() > 0.1  # mean ~0 vs the expert's 0.5
 
 
 def test_expert_cap_gives_no_credit_for_beating_the_experts_own_action() -> None:
@@ -562,7 +562,9 @@ def test_matched_dagger_is_aggrevated_with_cloning_and_its_yaml_and_saves(tmp_pa
     model = MatchedDAgger("MlpPolicy", make_vec_env("Pendulum-v1", n_envs=2, seed=0),
                           expert=shared_expert("sac/Pendulum-v1_1"), seed=0, expert_action_memory=100, **SMALL)  # fmt: skip
     model.learn(16)
-    assert model.logger.name_to_value["train/low_signal_imitation"] == 1.0 and model._bc_memory is not None
+    logged = model.logger.name_to_value  # it clones because it is DAgger, not because the critic said too little
+    assert logged["train/low_signal_imitation"] == 0.0 and logged["train/bc_memory_states"] > 0
+    assert logged["train/expert_bc"] > 0 and model._bc_memory is not None
     model.save(tmp_path / "dagger.zip")
     loaded = MatchedDAgger.load(tmp_path / "dagger.zip")
     assert type(loaded) is MatchedDAgger and loaded.expert_action_memory == 100

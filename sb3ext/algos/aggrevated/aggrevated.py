@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import copy
 import math
 import os
 import time
@@ -16,24 +15,29 @@ from stable_baselines3 import PPO
 from stable_baselines3.common.buffers import RolloutBuffer
 from stable_baselines3.common.callbacks import BaseCallback
 from stable_baselines3.common.policies import ActorCriticPolicy, BasePolicy
-from stable_baselines3.common.running_mean_std import RunningMeanStd
 from stable_baselines3.common.type_aliases import GymEnv, MaybeCallback, Schedule
 from stable_baselines3.common.utils import explained_variance, obs_as_tensor
 from stable_baselines3.common.vec_env import VecEnv
 from torch.nn import functional as F
 
-from sb3ext.algos.aggrevated.buffers import ExpertActionMemory, StateAggregationBuffer
+from sb3ext.algos.aggrevated.buffers import StateAggregationBuffer
 from sb3ext.algos.aggrevated.estimators import (
     Estimator,
+    ImitationMetrics,
     Scores,
     expected_advantages,
-    expert_action_loss,
     leave_one_out_advantages,
     make_estimator,
     surrogate_terms,
-    torch_distribution,
 )
-from sb3ext.algos.aggrevated.policies import CnnPolicy, MlpPolicy, distribution_and_values, to_channels_last
+from sb3ext.algos.aggrevated.low_signal import LowSignalMonitor
+from sb3ext.algos.aggrevated.policies import (
+    CnnPolicy,
+    MlpPolicy,
+    distribution_and_values,
+    log_std_floor_of,
+    to_channels_last,
+)
 from sb3ext.algos.aggrevated.rollin import (
     BetaSchedule,
     PromisedReturns,
@@ -41,6 +45,7 @@ from sb3ext.algos.aggrevated.rollin import (
     expert_reads_state,
     learner_view,
     observation_normalizer,
+    start_from_expert_statistics,
 )
 from sb3ext.common.expert_state import StateTracker, base_vec_env
 from sb3ext.common.ppo import actor_critic_parameters, kl_exceeded
@@ -238,12 +243,10 @@ class AggreVaTeD(PPO):
         self.imitation_iterations = 0
         self._expert: Expert | None = None
         self._aggregation: StateAggregationBuffer | None = None
-        self._bc_memory: ExpertActionMemory | None = None
         self._estimator: Estimator | None = None
         self._promised: PromisedReturns | None = None  # roll-in returns against V*(s0) (train/return_shortfall)
         self._last_expert_fraction = 0.0
-        self._warned_low_signal = False
-        self._low_signal_seen = False  # the ratio has fallen below 1 (its episodes since then are compared)
+        self._low_signal = LowSignalMonitor(bool(low_signal_fallback))
         self.low_signal_iteration: int | None = None
         self._timings: dict[str, float] = {}  # seconds of the latest roll-in (logged as time/* by train)
 
@@ -252,43 +255,27 @@ class AggreVaTeD(PPO):
 
     # ------------------------------------------------------------------ setup
     def _check_hyperparameters(self) -> None:
-        def bad(name: str, allowed: str) -> ValueError:
-            return invalid("AggreVaTeD", name, getattr(self, name), allowed)
-
         if not isinstance(self.action_space, (spaces.Box, spaces.Discrete)):
             raise ValueError(f"AggreVaTeD supports Box and Discrete action spaces, not {self.action_space}")
         if isinstance(self.observation_space, spaces.Dict):
             raise ValueError("AggreVaTeD does not support Dict observation spaces")
-        if not 0.0 <= float(self.beta_init) <= 1.0:
-            raise bad("beta_init", "a number in [0, 1]")
-        if not 0.0 <= float(self.beta_decay) <= 1.0:
-            raise bad("beta_decay", "a number in [0, 1]")
-        if int(self.n_action_samples) != self.n_action_samples or self.n_action_samples < 2:
-            raise bad("n_action_samples", "an integer >= 2")
-        if int(self.aggregation_window) != self.aggregation_window or self.aggregation_window < 1:
-            raise bad("aggregation_window", "an integer >= 1")
-        if int(self.aggregation_reservoir) != self.aggregation_reservoir or self.aggregation_reservoir < 0:
-            raise bad("aggregation_reservoir", "an integer >= 0")
-        if int(self.aggregation_falls) != self.aggregation_falls or self.aggregation_falls < 0:
-            raise bad("aggregation_falls", "an integer >= 0")
-        if not 0.0 <= float(self.rollin_deterministic) <= 1.0:
-            raise bad("rollin_deterministic", "a fraction of the envs in [0, 1]")
-        if not float(self.expert_bc_coef) >= 0:
-            raise bad("expert_bc_coef", "a number >= 0")
+        for name, (integer, low, high, allowed) in _RANGES.items():
+            value = getattr(self, name)
+            if (integer and int(value) != value) or not low <= float(value) <= high:
+                raise invalid("AggreVaTeD", name, value, allowed)
         if math.isnan(float(self.expert_bc_margin)):
-            raise bad("expert_bc_margin", "a number (standard deviations of the samples' Q*; -inf: every state)")
-        if self.expert_cap not in (True, False):
-            raise bad("expert_cap", "True or False")
-        if self.low_signal_fallback not in (True, False):
-            raise bad("low_signal_fallback", "True or False")
-        if self.bound_coef < 0:
-            raise bad("bound_coef", "a number >= 0")
+            allowed = "a number (standard deviations of the samples' Q*; -inf: every state)"
+            raise invalid("AggreVaTeD", "expert_bc_margin", self.expert_bc_margin, allowed)
+        for flag in ("expert_cap", "low_signal_fallback"):
+            if getattr(self, flag) not in (True, False):
+                raise invalid("AggreVaTeD", flag, getattr(self, flag), "True or False")
 
     def _setup_model(self) -> None:
         self._check_hyperparameters()
         super()._setup_model()
         to_channels_last(self.policy)  # image policies on CPU: the same network, faster training passes
         self._mix_rng = np.random.default_rng(self.seed)
+        self._low_signal = LowSignalMonitor(bool(self.low_signal_fallback))
         self._expert = None
         self._aggregation = None
         self._expert_reads_state = False
@@ -334,7 +321,6 @@ class AggreVaTeD(PPO):
             rng=np.random.default_rng(None if self.seed is None else [self.seed, 1]),  # not the roll-in's stream
             learner_dtype=self.observation_space.dtype,
         )
-        self._bc_memory = None
 
     def set_expert(self, expert: str | os.PathLike[str] | Expert) -> None:
         """Attach (or replace) the expert of a model, e.g. after ``AggreVaTeD.load(path)``. The aggregated states are
@@ -361,13 +347,11 @@ class AggreVaTeD(PPO):
             "expert",
             "_expert",
             "_aggregation",
-            "_bc_memory",
             "_mix_rng",
             "_estimator",
             "_promised",
             "_timings",
-            "_warned_low_signal",
-            "_low_signal_seen",
+            "_low_signal",
             "_state_tracker",
             "_expert_reads_state",
         ]
@@ -396,17 +380,7 @@ class AggreVaTeD(PPO):
 
         # sb3ext: the roll-in mixture of this iteration (None without an expert)
         beta = self.beta
-        rollin = None
-        if self._expert is not None:
-            assert self._aggregation is not None
-            n_mode = int(round(float(self.rollin_deterministic) * env.num_envs))
-            learner_mode = np.arange(env.num_envs) < n_mode  # the first envs roll in with the learner's mode
-            if self._expert_reads_state and (self._state_tracker is None or self._state_tracker.base is not base_vec_env(env)):
-                self._state_tracker = StateTracker(env)  # the expert observes info["state"] (a new env: a new tracker)
-            rollin = RollIn(self._expert, beta, self._mix_rng, self._aggregation,
-                            self.get_vec_normalize_env(), learner_mode,
-                            self._state_tracker if self._expert_reads_state else None,
-                            observation_normalizer(self.env), self._promised_returns(env), self._bc_memory)  # fmt: skip
+        rollin = self._make_rollin(env, beta) if self._expert is not None else None
 
         callback.on_rollout_start()
 
@@ -509,6 +483,18 @@ class AggreVaTeD(PPO):
 
         return True
 
+    def _make_rollin(self, env: VecEnv, beta: float) -> RollIn:
+        """The expert/learner mixture of one roll-in, recording the visited states in the aggregation."""
+        assert self._expert is not None and self._aggregation is not None
+        n_mode = int(round(float(self.rollin_deterministic) * env.num_envs))
+        learner_mode = np.arange(env.num_envs) < n_mode  # the first envs roll in with the learner's mode
+        if self._expert_reads_state and (self._state_tracker is None or self._state_tracker.base is not base_vec_env(env)):
+            self._state_tracker = StateTracker(env)  # the expert observes info["state"] (a new env: a new tracker)
+        return RollIn(self._expert, beta, self._mix_rng, self._aggregation,
+                      self.get_vec_normalize_env(), learner_mode,
+                      self._state_tracker if self._expert_reads_state else None,
+                      observation_normalizer(self.env), self._promised_returns(env))  # fmt: skip
+
     def _promised_returns(self, env: VecEnv) -> PromisedReturns:
         """The tracker of the roll-in's returns against V*(s0); a new one for a new env size or expert."""
         assert self._expert is not None
@@ -529,62 +515,18 @@ class AggreVaTeD(PPO):
         assert self._estimator is not None
         return self._estimator.score(self.policy, expert_obs, learner_obs)
 
-    def _memory_bc_loss(self, memory: ExpertActionMemory, view: Any) -> th.Tensor:
-        """The pull toward the expert's action on a minibatch drawn from a memory of visited states (``MatchedDAgger``)."""
-        idx = th.randint(memory.size, (min(self.batch_size, memory.size),)).numpy()
-        learner_obs, expert_actions = memory.stored()
-        obs = learner_obs[idx] if view is None else view(learner_obs[idx])
-        distribution = self.policy.get_distribution(th.as_tensor(obs, device=self.device))
-        target = th.as_tensor(expert_actions[idx], device=self.device)
-        return expert_action_loss(torch_distribution(distribution), target, self.action_space).mean()
-
-    def _log_std_floor(self) -> th.Tensor | None:
-        """log(MIN_STD * half action range) for the policy's state-independent log-std, if it has one."""
-        log_std = getattr(self.policy, "log_std", None)
-        if isinstance(log_std, th.nn.Parameter) and isinstance(self.action_space, spaces.Box):
-            half_range = th.as_tensor((self.action_space.high - self.action_space.low) / 2.0, device=self.device)
-            return th.log(MIN_STD * half_range).to(log_std.dtype)
+    def _extra_loss(self, view: Any) -> th.Tensor | None:
+        """A loss term a subclass adds to every minibatch, weighted like the pull toward the expert (``MatchedDAgger``:
+        cloning on its memory of visited states); none here."""
         return None
 
     def _check_critic_signal(self, stats: dict[str, th.Tensor]) -> None:
-        """Act on a low signal-to-noise ratio of the critic (``train/critic_snr`` below 1).
-
-        With ``low_signal_fallback``, from then on the imitation phase clones the expert's actions
-        (``low_signal_iteration`` records when; saved with the model), and a warning says so once. It does not wait
-        for the returns: they tell a collapse only after it has happened.
-
-        Without it, the warning waits for the returns of the roll-in episodes that begin after the ratio first falls
-        below 1, and fires only if they get clearly less than the critic promised (``train/return_shortfall``). A
-        learner already at the expert's level sits where the critic is flat around its actions (its mean action at
-        the critic's maximum), so its ratio falls below 1 too, harmlessly."""
-        promised = self._promised
-        shortfall = promised.shortfall() if promised is not None else None
-        if shortfall is not None:
-            self.logger.record("train/return_shortfall", shortfall)
-        if "critic_snr" not in stats or float(stats["critic_snr"]) >= LOW_SIGNAL_SNR:
-            return
-        if not self.low_signal_fallback and promised is not None:
-            if not self._low_signal_seen:
-                self._low_signal_seen = True
-                promised.restart()  # judge the episodes from here on, not those of a learner still learning
-                return
-            if shortfall is None or shortfall < LOW_SIGNAL_SHORTFALL:
-                return
-        if self.low_signal_fallback and self.low_signal_iteration is None:
+        """Watch the critic's signal (``train/critic_snr``); with ``low_signal_fallback``, clone the expert from the
+        first low ratio on (``low_signal_iteration``, saved with the model). See :class:`LowSignalMonitor`."""
+        assert self._expert is not None
+        acted = self._low_signal.check(stats, self._promised, self.imitation_iterations, self._expert, self.logger)
+        if acted and self.low_signal_fallback and self.low_signal_iteration is None:
             self.low_signal_iteration = self.imitation_iterations
-        if not self._warned_low_signal:
-            assert self._expert is not None
-            self._warned_low_signal = True
-            snr, low = float(stats["critic_snr"]), float(stats["critic_low_signal_fraction"])
-            message = low_signal_message(
-                self._expert,
-                snr,
-                low,
-                self.imitation_iterations,
-                bool(self.low_signal_fallback),
-                None if self.low_signal_fallback else shortfall,  # the fallback does not wait for the returns
-            )
-            warnings.warn(message, stacklevel=3)
 
     def _train_imitation(self) -> None:
         if self._expert is None or self._aggregation is None:
@@ -607,22 +549,15 @@ class AggreVaTeD(PPO):
         n_rollout = len(rollout.returns)
         value_batch = min(self.batch_size, n_rollout)
 
-        logs: dict[str, list[th.Tensor]] = {
-            k: []
-            for k in ("policy_loss", "bound_penalty", "entropy_loss", "clip_fraction", "approx_kl", "expert_bc",
-                      "expert_bc_fraction")
-        }  # fmt: skip
+        metrics = ImitationMetrics()
         self._check_critic_signal(stats)
         # clone the expert (DAgger): asked for, or the critic says too little
         imitate = self.clones_expert or self.low_signal_iteration is not None
         bc_coef = max(float(self.expert_bc_coef), 1.0) if imitate else float(self.expert_bc_coef)
         bc_margin = -math.inf if imitate else (float(self.expert_bc_margin) if bc_coef > 0 else None)
         policy_coef = 0.0 if imitate else 1.0
-        memory = self._bc_memory if self._bc_memory is not None and self._bc_memory.size else None
-        memory_losses: list[th.Tensor] = []
-        value_losses: list[th.Tensor] = []
         gradient_groups = actor_critic_parameters(self.policy)
-        log_std_floor = self._log_std_floor()
+        log_std_floor = log_std_floor_of(self.policy, self.action_space)
         continue_training = True
         for epoch in range(self.n_epochs):
             permutation = th.randperm(n_states, device=self.device)
@@ -633,22 +568,21 @@ class AggreVaTeD(PPO):
                 terms = surrogate_terms(scores, idx, distribution, clip_range, self.action_space, self.device, bc_margin)
                 value_loss = F.mse_loss(rollout.returns[value_idx], values)
                 # the trust region guards the critic-driven update; cloning has a fixed target and may move further
-                if not imitate and kl_exceeded(terms["approx_kl"].item(), self.target_kl):
+                if not imitate and kl_exceeded(terms.approx_kl.item(), self.target_kl):
                     continue_training = False
                     if self.verbose >= 1:
-                        print(f"Early stopping at epoch {epoch} due to reaching max kl: {terms['approx_kl'].item():.3f}")
+                        print(f"Early stopping at epoch {epoch} due to reaching max kl: {terms.approx_kl.item():.3f}")
                     break
                 loss = (
-                    policy_coef * terms["policy_loss"]
-                    + self.bound_coef * terms["bound_penalty"]
-                    + self.ent_coef * terms["entropy_loss"]
-                    + bc_coef * terms["expert_bc"]
+                    policy_coef * terms.policy_loss
+                    + self.bound_coef * terms.bound_penalty
+                    + self.ent_coef * terms.entropy_loss
+                    + bc_coef * terms.expert_bc
                     + self.vf_coef * value_loss
                 )
-                if memory is not None:
-                    memory_loss = self._memory_bc_loss(memory, view)
-                    loss = loss + bc_coef * memory_loss
-                    memory_losses.append(memory_loss.detach())
+                extra = self._extra_loss(view)
+                if extra is not None:
+                    loss = loss + bc_coef * extra
                 self.policy.optimizer.zero_grad()
                 loss.backward()
                 # Clip the actor's and the critic's gradients separately: the value loss is on the env's
@@ -659,9 +593,7 @@ class AggreVaTeD(PPO):
                 if log_std_floor is not None:
                     with th.no_grad():
                         self.policy.log_std.copy_(th.maximum(self.policy.log_std, log_std_floor))
-                for key in logs:  # kept as tensors: one synchronisation per iteration, not per step
-                    logs[key].append(terms[key].detach())
-                value_losses.append(value_loss.detach())
+                metrics.add(terms, value_loss)
             self._n_updates += 1
             if not continue_training:
                 break
@@ -669,18 +601,11 @@ class AggreVaTeD(PPO):
         timings["update_s"] = time.perf_counter() - update_start
         for key, seconds in timings.items():
             self.logger.record(f"time/{key}", seconds)
-        for key, values_list in logs.items():
-            if values_list:
-                self.logger.record(f"train/{key}", th.stack(values_list).mean().item())
-        if value_losses:
-            self.logger.record("train/value_loss", th.stack(value_losses).mean().item())
-        if memory is not None:
-            self.logger.record("train/bc_memory_states", memory.size)
-            if memory_losses:
-                self.logger.record("train/expert_bc_memory", th.stack(memory_losses).mean().item())
-        for key, value in stats.items():
-            self.logger.record(f"train/{key}", float(value))
-        self.logger.record("train/low_signal_imitation", float(imitate))
+        for key, value in metrics.means().items():
+            self.logger.record(f"train/{key}", value)
+        for key, stat in stats.items():
+            self.logger.record(f"train/{key}", float(stat))
+        self.logger.record("train/low_signal_imitation", float(self.low_signal_iteration is not None))
         if self._expert.ent_coef is not None:
             self.logger.record("train/expert_ent_coef", self._expert.ent_coef)
         self.logger.record("train/aggregated_states", n_states)
@@ -704,23 +629,15 @@ class AggreVaTeD(PPO):
         return result
 
     def _start_from_expert_obs_stats(self) -> None:
-        """Start the learner's ``VecNormalize`` observation statistics from a copy of the expert's frozen ones (mean,
-        variance and count; e.g. a zoo PPO expert's ``vecnormalize.pkl``) when both read the same observations: the
-        learner reads its inputs on the expert's scale from the first iteration on. They keep updating, weighted by
-        that count."""
-        normalizer, expert = observation_normalizer(self.env), self._expert
-        stats = getattr(expert.normalization, "obs_rms", None) if expert is not None else None
-        own = normalizer.obs_rms if normalizer is not None else None
-        if expert is None or self._expert_reads_state or not isinstance(stats, RunningMeanStd):
+        """The learner's observation statistics start from the expert's (:func:`start_from_expert_statistics`)."""
+        normalizer = observation_normalizer(self.env)
+        if self._expert is None or self._expert_reads_state or normalizer is None:
             return
-        if not isinstance(own, RunningMeanStd) or np.shape(stats.mean) != np.shape(own.mean):
-            return  # Dict observations, or the expert observes something else
-        raw = normalizer.get_original_obs()
-        normalizer.obs_rms = copy.deepcopy(stats)
-        self._last_obs = normalizer.normalize_obs(raw)  # type: ignore[assignment]
-        self.obs_stats_from_expert = True
-        if self.verbose >= 1:
-            print(f"The learner's observation statistics start from the expert's ({expert.source})")
+        if start_from_expert_statistics(normalizer, self._expert):
+            self._last_obs = normalizer.normalize_obs(normalizer.get_original_obs())  # type: ignore[assignment]
+            self.obs_stats_from_expert = True
+            if self.verbose >= 1:
+                print(f"The learner's observation statistics start from the expert's ({self._expert.source})")
 
     def learn(
         self: SelfAggreVaTeD,
@@ -745,52 +662,21 @@ class AggreVaTeD(PPO):
         )
 
 
-#: below this signal-to-noise ratio of Q* across the learner's samples (``train/critic_snr``), the expert's critics
-#: disagree about which sample is better by as much as the samples differ: AggreVaTeD warns once (and with
-#: ``low_signal_fallback`` clones the expert). Measured during training: 0.8-1.0 from 3-6k env steps on with a zoo
-#: TQC MountainCarContinuous expert whose critic the learner exploits; 1.6-3.5 with the shipped and shared SAC/TQC
-#: experts (Pendulum, HalfCheetah, Hopper) while the learner improves, and 0.6-1.1 with them too once it is at their
-#: level (hence the second condition below).
-LOW_SIGNAL_SNR = 1.0
-
-#: ... without ``low_signal_fallback``, only if the roll-in episodes that began after the ratio first fell below 1
-#: get less than V*(s0) by at least this share of |V*(s0)| (``train/return_shortfall``, over the latest 10 of them,
-#: once 5 have ended). Measured over the Pendulum YAML's full run, 10 seeds each: with the zoo's SAC expert the ratio
-#: falls below 1 on every seed (from iteration 44-57, once the learner balances the pendulum), with the shipped one
-#: on 6, late; the shortfall is then -0.24 to 0.00 (these critics underestimate). With the flat TQC mountain-car
-#: critic and the fallback off, it grows past 0.1 as the learner degrades.
-LOW_SIGNAL_SHORTFALL = 0.1
-
-#: floor of the Gaussian policy's standard deviation, as a fraction of the half action range (0.3 and 0.02 were
-#: measured no better: docs/algos/aggrevated_history.md)
-MIN_STD = 0.1
+#: AggreVaTeD's own numeric parameters: (an integer?, lowest, highest, what is allowed)
+_RANGES = {
+    "beta_init": (False, 0.0, 1.0, "a number in [0, 1]"),
+    "beta_decay": (False, 0.0, 1.0, "a number in [0, 1]"),
+    "n_action_samples": (True, 2, math.inf, "an integer >= 2"),
+    "aggregation_window": (True, 1, math.inf, "an integer >= 1"),
+    "aggregation_reservoir": (True, 0, math.inf, "an integer >= 0"),
+    "aggregation_falls": (True, 0, math.inf, "an integer >= 0"),
+    "rollin_deterministic": (False, 0.0, 1.0, "a fraction of the envs in [0, 1]"),
+    "expert_bc_coef": (False, 0.0, math.inf, "a number >= 0"),
+    "bound_coef": (False, 0.0, math.inf, "a number >= 0"),
+}
 
 #: how many of a terminated episode's last states ``aggregation_falls`` keeps (128 was measured no better)
 FALL_STEPS = 64
-
-
-def low_signal_message(
-    expert: Expert, snr: float, low_fraction: float, iteration: int, fallback: bool, shortfall: float | None = None
-) -> str:
-    """The one-time warning of a critic that says almost nothing about the learner's actions."""
-    returns = (
-        ""
-        if shortfall is None
-        else f"The roll-in's episodes since the ratio first fell below {LOW_SIGNAL_SNR} got {100 * shortfall:.0f}% less "
-        "than the critic promised at their first states (train/return_shortfall). "
-    )
-    action = (
-        "From now on AggreVaTeD clones the expert's actions on the aggregated states (low_signal_fallback=True)."
-        if fallback
-        else "Set low_signal_fallback=True to clone the expert's actions from then on (DAgger) instead."
-    )
-    return (
-        f"The expert's critic barely separates the learner's actions: at iteration {iteration} the spread of "
-        f"Q*({expert.source}) across the learner's K samples per state is {snr:.2f} times the disagreement of its "
-        f"own critics (train/critic_snr < {LOW_SIGNAL_SNR}), and below it on {100 * low_fraction:.0f}% of the "
-        "aggregated states. Its advantages are then mostly critic error, and a learner that follows them can end "
-        "below the expert, even below a random policy. " + returns + action
-    )
 
 
 _NO_EXPERT_MESSAGE = (

@@ -14,6 +14,7 @@ Each returns the learner observations to update at, typed scores (:class:`Sample
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass, field, fields
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -268,6 +269,43 @@ def expert_action_loss(torch_dist: Any, expert_actions: th.Tensor, action_space:
     return ((unit_actions(torch_dist.mean, action_space) - target) ** 2).mean(dim=-1)
 
 
+@dataclass(frozen=True)
+class SurrogateTerms:
+    """The loss terms of one minibatch (scalar tensors); ``clip_fraction`` and ``approx_kl`` are for logging and the
+    trust region."""
+
+    policy_loss: th.Tensor
+    bound_penalty: th.Tensor  # the Gaussian mean outside the action bounds
+    entropy_loss: th.Tensor
+    clip_fraction: th.Tensor
+    approx_kl: th.Tensor
+    expert_bc: th.Tensor  # the pull toward the expert's action
+    expert_bc_fraction: th.Tensor  # the share of states it pulled at
+
+
+@dataclass
+class ImitationMetrics:
+    """What an imitation iteration logs as ``train/<field>``: the mean over its minibatches. Kept as tensors, one
+    synchronisation per iteration instead of one per minibatch."""
+
+    policy_loss: list[th.Tensor] = field(default_factory=list)
+    bound_penalty: list[th.Tensor] = field(default_factory=list)
+    entropy_loss: list[th.Tensor] = field(default_factory=list)
+    clip_fraction: list[th.Tensor] = field(default_factory=list)
+    approx_kl: list[th.Tensor] = field(default_factory=list)
+    expert_bc: list[th.Tensor] = field(default_factory=list)
+    expert_bc_fraction: list[th.Tensor] = field(default_factory=list)
+    value_loss: list[th.Tensor] = field(default_factory=list)
+
+    def add(self, terms: SurrogateTerms, value_loss: th.Tensor) -> None:
+        for name in (f.name for f in fields(SurrogateTerms)):
+            getattr(self, name).append(getattr(terms, name).detach())
+        self.value_loss.append(value_loss.detach())
+
+    def means(self) -> dict[str, float]:
+        return {f.name: th.stack(getattr(self, f.name)).mean().item() for f in fields(self) if getattr(self, f.name)}
+
+
 def surrogate_terms(
     scores: Scores,
     idx: th.Tensor,
@@ -276,7 +314,7 @@ def surrogate_terms(
     action_space: spaces.Space,
     device: th.device,
     expert_bc_margin: float | None = None,
-) -> dict[str, th.Tensor]:
+) -> SurrogateTerms:
     """PPO-clipped surrogate of the AggreVaTeD objective on the scored samples of the states ``idx``.
 
     With ``expert_bc_margin`` (Q* experts, Box actions), also ``expert_bc``: the squared distance of the
@@ -330,12 +368,4 @@ def surrogate_terms(
                 expert_bc_fraction = weight.mean()
     entropy = distribution.entropy()
     entropy_loss = -th.mean(entropy) if entropy is not None else th.zeros((), device=device)
-    return {
-        "policy_loss": policy_loss,
-        "bound_penalty": bound_penalty,
-        "entropy_loss": entropy_loss,
-        "clip_fraction": fraction,
-        "approx_kl": kl,
-        "expert_bc": expert_bc,
-        "expert_bc_fraction": expert_bc_fraction,
-    }
+    return SurrogateTerms(policy_loss, bound_penalty, entropy_loss, fraction, kl, expert_bc, expert_bc_fraction)

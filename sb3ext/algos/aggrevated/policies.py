@@ -5,11 +5,25 @@ from __future__ import annotations
 from typing import Any
 
 import torch as th
+from gymnasium import spaces
 from stable_baselines3.common.distributions import CategoricalDistribution, DiagGaussianDistribution
 from stable_baselines3.common.policies import ActorCriticCnnPolicy, ActorCriticPolicy
 
 MlpPolicy = ActorCriticPolicy
 CnnPolicy = ActorCriticCnnPolicy
+
+#: floor of the Gaussian policy's standard deviation, as a fraction of the half action range (0.3 and 0.02 were
+#: measured no better: docs/algos/aggrevated_history.md)
+MIN_STD = 0.1
+
+
+def log_std_floor_of(policy: ActorCriticPolicy, action_space: spaces.Space) -> th.Tensor | None:
+    """log(MIN_STD * half action range) for the policy's state-independent log-std, if it has one."""
+    log_std = getattr(policy, "log_std", None)
+    if isinstance(log_std, th.nn.Parameter) and isinstance(action_space, spaces.Box):
+        half_range = th.as_tensor((action_space.high - action_space.low) / 2.0, device=log_std.device)
+        return th.log(MIN_STD * half_range).to(log_std.dtype)
+    return None
 
 
 def distribution_and_values(policy: ActorCriticPolicy, policy_obs: th.Tensor, value_obs: th.Tensor) -> tuple[Any, th.Tensor]:

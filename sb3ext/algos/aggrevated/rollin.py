@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+import copy
 import time
 from collections import deque
 from dataclasses import dataclass
@@ -19,6 +20,7 @@ from typing import Any
 import numpy as np
 import torch as th
 from gymnasium import spaces
+from stable_baselines3.common.running_mean_std import RunningMeanStd
 from stable_baselines3.common.vec_env import VecEnv, VecNormalize
 
 from sb3ext.algos.aggrevated.buffers import ExpertActionMemory, StateAggregationBuffer
@@ -125,6 +127,21 @@ def expert_reads_state(
         f"learner's observation space {describe_space(observation_space)} nor the env's state (info[{STATE_KEY!r}]) "
         f"space {describe_space(state_space)}"
     )
+
+
+def start_from_expert_statistics(normalizer: VecNormalize, expert: Expert) -> bool:
+    """Start the learner's ``VecNormalize`` observation statistics from a copy of the expert's frozen ones (mean,
+    variance and count; e.g. a zoo PPO expert's ``vecnormalize.pkl``) when both read the same observations: the
+    learner reads its inputs on the expert's scale from the first iteration on. They keep updating, weighted by that
+    count. Whether they were copied (not for Dict observations, or an expert that observes something else)."""
+    stats = getattr(expert.normalization, "obs_rms", None)
+    own = normalizer.obs_rms
+    if not isinstance(stats, RunningMeanStd) or not isinstance(own, RunningMeanStd):
+        return False
+    if np.shape(stats.mean) != np.shape(own.mean):
+        return False
+    normalizer.obs_rms = copy.deepcopy(stats)
+    return True
 
 
 def observation_normalizer(env: VecEnv | None) -> VecNormalize | None:
