@@ -544,7 +544,7 @@ class AggreVaTeD(PPO):
         update_start = time.perf_counter()
         timings = {**self._timings, "scoring_s": update_start - scoring_start}
 
-        # Value head: regression on the env's returns of the latest roll-in (kept for the RL phase)
+        # Value head: regression on the env's returns of the latest roll-in (for a hand-over to PPO)
         rollout = next(self.rollout_buffer.get(batch_size=None))
         n_rollout = len(rollout.returns)
         value_batch = min(self.batch_size, n_rollout)

@@ -36,7 +36,7 @@ def distribution_and_values(policy: ActorCriticPolicy, policy_obs: th.Tensor, va
     supports).
 
     With a shared features extractor (``CnnPolicy``'s) the value head reads detached features: during imitation it
-    learns on the policy's features without shaping them (the RL phase, PPO's ``train``, shares them as PPO does).
+    learns on the policy's features without shaping them (PPO, after a hand-over, shares them as it always does).
     Those features are computed in a pass without gradients: a convolution's backward pass runs over its whole
     input batch, detached rows included, so one joint pass costs half as much again (NatureCNN, 256 + 256 stacked
     84x84 frames, one thread: 0.15-0.16 s against 0.22-0.25 s per training step).
