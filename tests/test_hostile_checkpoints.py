@@ -42,7 +42,9 @@ def fixtures(hostile_root: Path) -> dict[str, hostile.Hostile]:
 
 def run_worker(marker: Path, folders: list[str], *flags: str) -> list[dict]:
     """One fresh process loads every folder in turn; one JSON report per load (tests/hostile_worker.py)."""
-    env = {k: v for k, v in os.environ.items() if k != "TRUST_REMOTE_CODE"}  # the tests judge the default load
+    env = {
+        k: v for k, v in os.environ.items() if k not in ("TRUST_REMOTE_CODE", "SB3EXT_TRUST_REMOTE_CODE")
+    }  # the default load
     result = subprocess.run(
         [sys.executable, "-m", "tests.hostile_worker", *flags, str(marker), *folders],
         cwd=ROOT,

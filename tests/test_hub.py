@@ -53,7 +53,11 @@ def hub_cache(tmp_path: Path) -> Path:
 
 
 def run_offline(code: str, cache: Path, cwd: Path, **env: str) -> subprocess.CompletedProcess:
-    environment = {k: v for k, v in os.environ.items() if not k.startswith("HF_") and k != "TRUST_REMOTE_CODE"}
+    environment = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith("HF_") and k not in ("TRUST_REMOTE_CODE", "SB3EXT_TRUST_REMOTE_CODE")
+    }
     environment.update(HF_HUB_OFFLINE="1", HF_HUB_CACHE=str(cache), HF_HOME=str(cache.parent / "hf-home"), **env)
     return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=cwd, env=environment, timeout=300)
 
@@ -158,7 +162,8 @@ def test_bad_mappings_name_the_problem(reference: dict, message: str) -> None:
 
 
 def test_trust_is_explicit(tmp_path: Path) -> None:
-    """A poisoned checkpoint is refused by default and only runs with TRUST_REMOTE_CODE (documented risk)."""
+    """A poisoned checkpoint is refused by default, also while huggingface_sb3's TRUST_REMOTE_CODE is exported, and
+    only runs with sb3ext's own SB3EXT_TRUST_REMOTE_CODE (documented risk)."""
     from tests.test_experts import _copy_expert, _Payload, _rewrite_data, _serialized
 
     folder = _copy_expert(tmp_path)
@@ -169,7 +174,9 @@ def test_trust_is_explicit(tmp_path: Path) -> None:
     code = LOAD.format(root=str(ROOT), ref=str(folder))
     refused = run_offline(code, tmp_path / "cache", tmp_path)
     assert "UnsafeObjectError" in refused.stderr and not marker.exists()
-    trusted = run_offline(code, tmp_path / "cache", tmp_path, TRUST_REMOTE_CODE="1")
+    exported = run_offline(code, tmp_path / "cache", tmp_path, TRUST_REMOTE_CODE="True")  # another tool's variable
+    assert "UnsafeObjectError" in exported.stderr and not marker.exists()
+    trusted = run_offline(code, tmp_path / "cache", tmp_path, SB3EXT_TRUST_REMOTE_CODE="1")
     assert trusted.returncode == 0, trusted.stderr
     assert marker.exists(), "with explicit trust SB3's own loader runs the checkpoint's objects"
 

@@ -498,7 +498,8 @@ def load_expert(
     :param device: torch device for the expert's networks
     :param trust_remote_code: True: let SB3 unpickle the checkpoint's objects (this runs code from the files:
         only for checkpoints you trust). None (default): the reference's ``trust_remote_code``, else the
-        ``TRUST_REMOTE_CODE`` environment variable, else False.
+        ``SB3EXT_TRUST_REMOTE_CODE`` environment variable, else False (``TRUST_REMOTE_CODE``, which huggingface_sb3
+        asks users to export, is not read).
     """
     if isinstance(reference, Expert):
         return reference

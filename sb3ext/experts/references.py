@@ -43,9 +43,14 @@ class ExpertReference:
         return f"{self.location}@{self.revision}" if self.revision else self.location
 
 
+#: sb3ext's own opt-in to full trust. Not ``TRUST_REMOTE_CODE``: huggingface_sb3 asks users to export that one for
+#: its own ``load_from_hub``, and trust must come from the caller, never from a variable another tool asks for.
+TRUST_VARIABLE = "SB3EXT_TRUST_REMOTE_CODE"
+
+
 def trust_from_environment() -> bool:
-    """``TRUST_REMOTE_CODE`` set to a true value (1, true, yes, on) opts in to full trust."""
-    return os.environ.get("TRUST_REMOTE_CODE", "").strip().lower() in _TRUTHY
+    """``SB3EXT_TRUST_REMOTE_CODE`` set to a true value (1, true, yes, on) opts in to full trust."""
+    return os.environ.get(TRUST_VARIABLE, "").strip().lower() in _TRUTHY
 
 
 SHIPPED_PREFIX = "shipped:"
