@@ -38,6 +38,7 @@ from stable_baselines3.common.policies import BasePolicy
 from stable_baselines3.common.running_mean_std import RunningMeanStd
 from stable_baselines3.common.utils import ConstantSchedule
 
+from sb3ext.common.files import read_regular
 from sb3ext.common.serialization import (
     MAX_TEXT,
     Recipe,
@@ -529,11 +530,7 @@ class Normalization:
 
 def load_normalization(path: Path, observation_space: spaces.Space, trust_remote_code: bool = False) -> Normalization:
     """The checked statistics of a zoo ``vecnormalize.pkl`` (allow-list unpickler unless trusted)."""
-    raw = path.read_bytes() if path.stat().st_size <= MAX_TEXT * 16 else None
-    if raw is None:
-        raise UnsafeObjectError(
-            f"{path}: {path.stat().st_size} bytes, larger than the {MAX_TEXT * 16}-byte limit for VecNormalize statistics"
-        )
+    raw = read_regular(path, MAX_TEXT * 16, "VecNormalize statistics")
     if trust_remote_code:
         loaded: Any = trusting_loads(raw)
         state = getattr(loaded, "__dict__", loaded)
@@ -590,10 +587,7 @@ def read_config(path: Path | None) -> dict[str, Any]:
     """A zoo ``config.yml`` (safe YAML, bounded), as a mapping."""
     if path is None:
         return {}
-    size = path.stat().st_size
-    if size > MAX_TEXT:
-        raise ValueError(f"{path}: {size} bytes, larger than the {MAX_TEXT}-byte limit for a zoo config.yml")
-    config = safe_yaml_load(path.read_bytes(), str(path))
+    config = safe_yaml_load(read_regular(path, MAX_TEXT, "a zoo config.yml"), str(path))
     if config is None:
         return {}
     if not isinstance(config, dict):

@@ -23,6 +23,7 @@ from typing import Any
 
 import torch as th
 
+from sb3ext.common.files import open_regular
 from sb3ext.common.serialization import MAX_DEPTH, UnsafeObjectError
 
 #: Largest ``data`` entry (real ones are 15-30 kB).
@@ -45,16 +46,20 @@ class CheckpointArchive:
     def __init__(self, path: Path):
         self.path = Path(path)
         self._read_total = 0
+        self._handle = open_regular(self.path, "a checkpoint")
         try:
-            size = self.path.stat().st_size
-        except OSError as exc:
-            raise ValueError(f"{self.path}: cannot be read ({exc.strerror})") from None
-        if size > MAX_FILE_BYTES:
-            raise UnsafeObjectError(f"{self.path}: {size} bytes, larger than the {MAX_FILE_BYTES}-byte limit for a checkpoint")
-        try:
-            self.archive = zipfile.ZipFile(self.path)
-        except (zipfile.BadZipFile, zipfile.LargeZipFile, OSError, EOFError, ValueError) as exc:
-            raise ValueError(f"{self.path}: not a readable zip archive ({exc}); an SB3 checkpoint is a zip file") from None
+            size = os.fstat(self._handle.fileno()).st_size
+            if size > MAX_FILE_BYTES:
+                raise UnsafeObjectError(
+                    f"{self.path}: {size} bytes, larger than the {MAX_FILE_BYTES}-byte limit for a checkpoint"
+                )
+            try:
+                self.archive = zipfile.ZipFile(self._handle)
+            except (zipfile.BadZipFile, zipfile.LargeZipFile, OSError, EOFError, ValueError) as exc:
+                raise ValueError(f"{self.path}: not a readable zip archive ({exc}); an SB3 checkpoint is a zip file") from None
+        except BaseException:
+            self._handle.close()
+            raise
         self.entries = _check_directory(self.archive, str(self.path))
 
     def __enter__(self) -> CheckpointArchive:
@@ -62,6 +67,7 @@ class CheckpointArchive:
 
     def __exit__(self, *exc: object) -> None:
         self.archive.close()
+        self._handle.close()
 
     def where(self, name: str) -> str:
         return f"{self.path} [{name}]"

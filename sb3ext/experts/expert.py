@@ -101,8 +101,8 @@ def find_expert_files(reference: str | os.PathLike[str], env_id: str | None = No
         raise ValueError(f"Expert path {str(path)!r} is neither a folder nor a .zip checkpoint")
     folder, stem = model.parent, model.stem
 
-    def first(*candidates: Path) -> Path | None:
-        return next((c for c in candidates if c.is_file()), None)
+    def first(*candidates: Path) -> Path | None:  # whatever is there: a pipe or a folder is refused when read
+        return next((c for c in candidates if os.path.lexists(c)), None)
 
     files = ExpertFiles(
         model=model,

@@ -23,6 +23,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from sb3ext.common.files import open_regular
+
 #: ``org/name`` or ``org/name@revision``; org and name as the Hub allows them.
 HUB_ID = re.compile(r"^(?P<repo>[A-Za-z0-9][\w.-]*/[\w.-]+)(?:@(?P<revision>[\w./-]+))?$")
 _MAPPING_KEYS = ("id", "path", "revision", "sha256", "trust_remote_code")
@@ -115,7 +117,11 @@ def check_sha256(path: Path, expected: str | None) -> None:
     """Raise ``ValueError`` if ``path``'s sha256 differs from ``expected`` (no-op when None)."""
     if expected is None:
         return
-    digest = hashlib.sha256(path.read_bytes()).hexdigest()
+    hasher = hashlib.sha256()
+    with open_regular(path, "an expert file") as handle:
+        for chunk in iter(lambda: handle.read(1 << 20), b""):
+            hasher.update(chunk)
+    digest = hasher.hexdigest()
     if digest != expected.lower():
         raise ValueError(f"sha256 of {path} is {digest}, but the expert reference pins {expected.lower()}")
 
