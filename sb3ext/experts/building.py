@@ -307,11 +307,19 @@ def _check_policy_kwargs(
     where: str,
 ) -> None:
     """Keys the policy accepts, values of sane types, and a network no larger than the stored tensors."""
-    accepted = [
-        name
-        for name, param in inspect.signature(policy_class.__init__).parameters.items()
-        if name not in ("self", "observation_space", "action_space", "lr_schedule") and param.kind != param.VAR_KEYWORD
-    ]
+    accepted: list[str] = []
+    for klass in policy_class.__mro__:  # a policy that passes **kwargs on accepts its parent's keys too
+        if klass is object or "__init__" not in vars(klass):
+            continue
+        parameters = inspect.signature(klass.__init__).parameters.values()  # type: ignore[misc]
+        accepted += [
+            p.name
+            for p in parameters
+            if p.name not in ("self", "observation_space", "action_space", "lr_schedule", *accepted)
+            and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
+        ]
+        if not any(p.kind == p.VAR_KEYWORD for p in parameters):
+            break
     unknown = sorted(set(kwargs) - set(accepted))
     if unknown:
         raise ValueError(

@@ -17,6 +17,7 @@ import binascii
 import io
 import json
 import os
+import re
 import zipfile
 from pathlib import Path, PurePosixPath
 from typing import Any
@@ -141,22 +142,37 @@ class CheckpointArchive:
         except (binascii.Error, ValueError):
             raise ValueError(f"{self.where('data')} field {key}: ':serialized:' is not valid base64") from None
 
-    def tensors(self, name: str) -> dict[str, th.Tensor | None]:
-        """A tensor entry (``policy.pth``, ``pytorch_variables.pth``): a mapping of names to tensors."""
+    def torch_object(self, name: str) -> Any:
+        """A ``torch.save`` entry loaded with ``weights_only=True`` (tensors and plain containers only), after its
+        inner records are checked; torch's own error, which advises an unsafe load, is never passed on."""
         raw = self.read(name, MAX_TENSOR_BYTES)
         where = self.where(name)
         _check_torch_container(raw, where)
         try:
-            loaded = th.load(io.BytesIO(raw), map_location="cpu", weights_only=True)
+            return th.load(io.BytesIO(raw), map_location="cpu", weights_only=True)
         except Exception as exc:  # torch raises many types; none of them may escape unnamed
-            message = " ".join(str(exc).split())[:300]
-            raise ValueError(f"{where}: unreadable tensors ({type(exc).__name__}: {message})") from None
+            raise ValueError(f"{where}: unreadable tensors ({torch_reason(exc)})") from None
+
+    def tensors(self, name: str) -> dict[str, th.Tensor | None]:
+        """A tensor entry (``policy.pth``, ``pytorch_variables.pth``): a mapping of names to tensors."""
+        loaded = self.torch_object(name)
+        where = self.where(name)
         if not isinstance(loaded, dict) or not all(isinstance(k, str) for k in loaded):
             raise ValueError(f"{where}: holds a {type(loaded).__name__}, not a mapping of names to tensors")
         for key, value in loaded.items():
             if value is not None and not isinstance(value, th.Tensor):
                 raise ValueError(f"{where}: '{key}' is a {type(value).__name__}, not a tensor")
         return loaded
+
+
+def torch_reason(exc: Exception) -> str:
+    """The reason in torch's load error, without its advice to load with ``weights_only=False`` (which runs code
+    from the file): for a refused object, the global it names."""
+    text = re.sub(r"\x1b\[[0-9;]*m", "", " ".join(str(exc).split()))
+    if "WeightsUnpickler error:" in text:
+        text = text.split("WeightsUnpickler error:", 1)[1].split(" Please use", 1)[0].strip()
+        return f"refused by torch's weights-only unpickler: {text[:200]}"
+    return f"{type(exc).__name__}: {text[:200]}"
 
 
 def _check_directory(archive: zipfile.ZipFile, where: str) -> dict[str, zipfile.ZipInfo]:

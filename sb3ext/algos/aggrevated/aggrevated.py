@@ -47,6 +47,7 @@ from sb3ext.algos.aggrevated.rollin import (
     observation_normalizer,
     start_from_expert_statistics,
 )
+from sb3ext.algos.loading import SafeLoad
 from sb3ext.common.expert_state import StateTracker, base_vec_env
 from sb3ext.common.ppo import actor_critic_parameters, kl_exceeded
 from sb3ext.common.validation import invalid, unknown_kwargs_message
@@ -57,7 +58,7 @@ SelfAggreVaTeD = TypeVar("SelfAggreVaTeD", bound="AggreVaTeD")
 __all__ = ["AggreVaTeD", "expected_advantages", "leave_one_out_advantages"]
 
 
-class AggreVaTeD(PPO):
+class AggreVaTeD(SafeLoad, PPO):
     """
     AggreVaTeD (Deeply AggreVaTeD, Sun et al. 2017): imitation learning by policy gradient on the
     expert's cost-to-go, with a PPO-style clipped trust region.

@@ -13,6 +13,7 @@ from stable_baselines3.common.type_aliases import GymEnv, MaybeCallback, Schedul
 from stable_baselines3.common.utils import FloatSchedule, explained_variance
 from torch.nn import functional as F
 
+from sb3ext.algos.loading import SafeLoad
 from sb3ext.algos.ppo_kl.buffers import DistributionRolloutBuffer
 from sb3ext.algos.ppo_kl.distributions import kl_from_params
 from sb3ext.algos.ppo_kl.policies import CnnPolicy, MlpPolicy
@@ -32,7 +33,7 @@ def adapt_kl_coef(kl_coef: float, kl: float, kl_target: float, tolerance: float 
     return kl_coef
 
 
-class KLPPO(OnPolicyAlgorithm):
+class KLPPO(SafeLoad, OnPolicyAlgorithm):
     """
     PPO with an adaptive KL penalty (PPO paper, section 4).
 
@@ -152,6 +153,12 @@ class KLPPO(OnPolicyAlgorithm):
         self.kl_factor = kl_factor
         if _init_setup_model:
             self._setup_model()
+
+    #: its own buffer, also under its name before sb3ext's restructure
+    rollout_buffers: ClassVar[dict[tuple[str, str], type]] = {
+        ("sb3ext.algos.ppo_kl.buffers", "DistributionRolloutBuffer"): DistributionRolloutBuffer,
+        ("sb3ext.common.buffers", "DistributionRolloutBuffer"): DistributionRolloutBuffer,
+    }
 
     @classmethod
     def load(  # type: ignore[override]

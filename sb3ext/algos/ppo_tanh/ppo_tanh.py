@@ -13,6 +13,7 @@ from stable_baselines3.common.type_aliases import GymEnv, MaybeCallback, Schedul
 from stable_baselines3.common.utils import FloatSchedule, explained_variance, update_learning_rate
 from torch.nn import functional as F
 
+from sb3ext.algos.loading import SafeLoad
 from sb3ext.algos.ppo_tanh.policies import CnnPolicy, MlpPolicy, TanhActorCriticPolicy
 from sb3ext.common.ppo import actor_critic_parameters, approx_kl, clip_fraction, clipped_surrogate, kl_exceeded
 from sb3ext.common.validation import invalid, unknown_kwargs_message
@@ -20,7 +21,7 @@ from sb3ext.common.validation import invalid, unknown_kwargs_message
 SelfTanhPPO = TypeVar("SelfTanhPPO", bound="TanhPPO")
 
 
-class TanhPPO(PPO):
+class TanhPPO(SafeLoad, PPO):
     """
     PPO with a separate actor and critic and a tanh-squashed Gaussian policy.
 

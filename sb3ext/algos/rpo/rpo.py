@@ -11,13 +11,14 @@ from stable_baselines3.common.buffers import RolloutBuffer
 from stable_baselines3.common.policies import ActorCriticPolicy, BasePolicy
 from stable_baselines3.common.type_aliases import GymEnv, MaybeCallback, Schedule
 
+from sb3ext.algos.loading import SafeLoad
 from sb3ext.algos.rpo.policies import CnnPolicy, MlpPolicy, MultiInputPolicy, RPOMixin
 from sb3ext.common.validation import invalid, unknown_kwargs_message
 
 SelfRPO = TypeVar("SelfRPO", bound="RPO")
 
 
-class RPO(PPO):
+class RPO(SafeLoad, PPO):
     """
     Robust Policy Optimization (RPO).
 

@@ -1,0 +1,180 @@
+"""sb3ext's algorithms load their own checkpoints without running code from the file (issue 46, the learner side).
+
+Each hostile checkpoint is a genuine save with one field changed. Each load runs in a fresh interpreter: it must end
+with the one-line refusal and no marker (the payload never ran). The guard shows each payload does run under SB3's
+own load (``trust_remote_code=True``), so a refusal is not an accident of a broken fixture.
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+import json
+import pickle
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import torch as th
+from stable_baselines3.common.env_util import make_vec_env
+
+from sb3ext import KLPPO, RPO, AggreVaTeD, TanhPPO
+from tests.conftest import ROOT
+
+ALGOS = {"AggreVaTeD": AggreVaTeD, "KLPPO": KLPPO, "RPO": RPO, "TanhPPO": TanhPPO}
+SMALL = {"n_steps": 16, "batch_size": 16, "n_epochs": 2}
+
+
+class _Payload:
+    """Unpickling this writes the marker."""
+
+    def __init__(self, marker: Path):
+        self.marker = marker
+
+    def __reduce__(self):  # type: ignore[no-untyped-def]
+        return (exec, (f"open({str(self.marker)!r}, 'w').write('pwned')",))
+
+
+def saved(tmp_path: Path, name: str) -> Path:
+    kwargs: dict[str, Any] = {"expert": "shipped:sac/Pendulum-v1_1"} if name == "AggreVaTeD" else {}
+    model = ALGOS[name]("MlpPolicy", make_vec_env("Pendulum-v1", n_envs=2, seed=0), seed=0, **SMALL, **kwargs)
+    model.learn(64)
+    path = tmp_path / f"{name}.zip"
+    model.save(path)
+    return path
+
+
+def rewrite(path: Path, data_change=None, entry: str | None = None, content: bytes | None = None) -> None:  # type: ignore[no-untyped-def]
+    with zipfile.ZipFile(path) as archive:
+        entries = {n: archive.read(n) for n in archive.namelist()}
+    if data_change is not None:
+        data = json.loads(entries["data"])
+        data_change(data)
+        entries["data"] = json.dumps(data).encode()
+    if entry is not None:
+        entries[entry] = content  # type: ignore[assignment]
+    with zipfile.ZipFile(path, "w") as archive:
+        for name, raw in entries.items():
+            archive.writestr(name, raw)
+
+
+def serialized(obj: Any) -> dict[str, str]:
+    return {":type:": "<class 'object'>", ":serialized:": base64.b64encode(pickle.dumps(obj)).decode()}
+
+
+def nan_weights(path: Path) -> None:
+    with zipfile.ZipFile(path) as archive:
+        state = th.load(io.BytesIO(archive.read("policy.pth")), weights_only=True)
+    name = next(k for k, v in state.items() if v.dtype.is_floating_point)
+    state[name] = state[name].clone().fill_(float("nan"))
+    buffer = io.BytesIO()
+    th.save(state, buffer)
+    rewrite(path, entry="policy.pth", content=buffer.getvalue())
+
+
+def env_module(tmp_path: Path, marker: Path) -> str:
+    """A module that writes the marker when imported, on the path of the loading process (as a planted package)."""
+    (tmp_path / "evil_env.py").write_text(f"open({str(marker)!r}, 'w').write('pwned')\n")
+    return "evil_env:Whatever-v0"
+
+
+#: name -> (how the checkpoint is made hostile, the refusal's key words)
+CASES = {
+    "env_field_imports_a_module": (
+        lambda p, m, t: rewrite(p, lambda d: d.__setitem__("env", env_module(t, m))),
+        "field env: refused",
+    ),
+    "pickle_in_a_field": (
+        lambda p, m, t: rewrite(p, lambda d: d.__setitem__("_last_obs", serialized(_Payload(m)))),
+        "builtins.exec",
+    ),
+    "pickle_as_schedule": (
+        lambda p, m, t: rewrite(p, lambda d: d.__setitem__("lr_schedule", serialized(_Payload(m)))),
+        "builtins.exec",
+    ),
+    "expert_in_the_data": (
+        lambda p, m, t: rewrite(p, lambda d: d.__setitem__("expert", {"path": str(t), "trust_remote_code": True})),
+        "field expert: refused",
+    ),
+    "huge_n_steps": (lambda p, m, t: rewrite(p, lambda d: d.__setitem__("n_steps", 2**40)), "field n_steps"),
+    "huge_buffer": (lambda p, m, t: rewrite(p, lambda d: d.update(n_steps=1 << 24, n_envs=1 << 12)), "values; at most"),
+    "policy_class_elsewhere": (
+        lambda p, m, t: rewrite(p, lambda d: d.__setitem__("policy_class", serialized(subprocess.Popen))),
+        "refused subprocess.Popen",
+    ),
+    "nan_weights": (lambda p, m, t: nan_weights(p), "holds non-finite values"),
+    "overlong_string": (lambda p, m, t: rewrite(p, lambda d: d.__setitem__("gamma", "x" * 300)), "field gamma"),
+    "text_for_a_number": (lambda p, m, t: rewrite(p, lambda d: d.__setitem__("gae_lambda", "0.9")), "field gae_lambda"),
+}
+
+LOAD = """
+import sys
+sys.path.insert(0, {root!r}); sys.path.insert(0, {plant!r})
+from sb3ext.common.serialization import UnsafeObjectError
+from sb3ext import {name}
+try:
+    {name}.load({path!r}, trust_remote_code={trusted})
+except (ValueError, UnsafeObjectError) as exc:
+    print("REFUSED " + type(exc).__name__ + ": " + str(exc)); sys.exit(3)
+except Exception as exc:
+    print("OTHER " + type(exc).__name__ + ": " + str(exc)); sys.exit(4)
+print("LOADED")
+"""
+
+
+def load_in_subprocess(name: str, path: Path, plant: Path, trusted: bool = False) -> subprocess.CompletedProcess:
+    code = LOAD.format(root=str(ROOT), plant=str(plant), name=name, path=str(path), trusted=trusted)
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=plant)
+
+
+@pytest.mark.parametrize("name", ["AggreVaTeD", "TanhPPO"])
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_a_hostile_learner_checkpoint_is_refused_in_one_line_and_runs_nothing(tmp_path: Path, name: str, case: str) -> None:
+    path, marker = saved(tmp_path, name), tmp_path / "marker"
+    make_hostile, words = CASES[case]
+    make_hostile(path, marker, tmp_path)
+    done = load_in_subprocess(name, path, tmp_path)
+    assert done.returncode == 3, done.stdout + done.stderr
+    line = done.stdout.strip()
+    assert line.startswith("REFUSED") and "\n" not in line and str(path) in line and words in line, line
+    assert not marker.exists()
+
+
+@pytest.mark.parametrize("case", ["env_field_imports_a_module", "pickle_in_a_field", "pickle_as_schedule"])
+def test_guard_the_payloads_run_under_sb3s_own_load(tmp_path: Path, case: str) -> None:
+    path, marker = saved(tmp_path, "RPO"), tmp_path / "marker"
+    CASES[case][0](path, marker, tmp_path)
+    load_in_subprocess("RPO", path, tmp_path, trusted=True)
+    assert marker.exists(), "SB3's load should have run the payload: the fixture is broken"
+
+
+@pytest.mark.parametrize("name", sorted(ALGOS))
+def test_genuine_checkpoints_load_as_sb3_loads_them_and_train_on(tmp_path: Path, name: str) -> None:
+    path = saved(tmp_path, name)
+    safe, trusted = ALGOS[name].load(path), ALGOS[name].load(path, trust_remote_code=True)
+    obs = np.random.default_rng(0).normal(size=(8, 3)).astype(np.float32)
+    assert np.array_equal(safe.predict(obs, deterministic=True)[0], trusted.predict(obs, deterministic=True)[0])
+    for key in ("n_steps", "gamma", "num_timesteps", "batch_size"):
+        assert getattr(safe, key) == getattr(trusted, key)
+    assert safe.lr_schedule(0.3) == pytest.approx(trusted.lr_schedule(0.3))
+    for opt in ("optimizer", "critic_optimizer"):
+        if hasattr(trusted.policy, opt):
+            a, b = getattr(safe.policy, opt).state_dict()["state"], getattr(trusted.policy, opt).state_dict()["state"]
+            assert all(th.equal(a[k]["exp_avg"], b[k]["exp_avg"]) for k in b)
+    kwargs: dict[str, Any] = {"expert": "shipped:sac/Pendulum-v1_1"} if name == "AggreVaTeD" else {}
+    model = ALGOS[name].load(path, env=make_vec_env("Pendulum-v1", n_envs=3, seed=1), **kwargs)
+    assert model.n_envs == 3
+    model.learn(96)
+    assert model.num_timesteps > 0
+
+
+def test_a_stream_is_refused_unless_trusted(tmp_path: Path) -> None:
+    path = saved(tmp_path, "RPO")
+    with open(path, "rb") as handle, pytest.raises(TypeError, match="reads checkpoints from a path"):
+        RPO.load(handle)  # type: ignore[arg-type]
+    with open(path, "rb") as handle:
+        assert RPO.load(handle, trust_remote_code=True).n_steps == 16
