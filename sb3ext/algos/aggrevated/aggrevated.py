@@ -96,47 +96,29 @@ class AggreVaTeD(SafeLoad, PPO):
     :param ent_coef: Entropy coefficient for the loss calculation
     :param vf_coef: Value function coefficient for the loss calculation
     :param max_grad_norm: The maximum value for the gradient clipping (of the actor and of the critic, each)
-    :param beta_init: expert share of the roll-in at the first iteration, in [0, 1] (0: pure learner roll-in). Raise it
-        where the untrained learner's own states teach little (1.0 on the discrete tasks)
+    :param beta_init: the expert's share of the roll-in at the first iteration, in [0, 1]; raise it where the
+        learner's own early states teach nothing (1.0 on the discrete tasks)
     :param beta_decay: ``beta_n = beta_init * beta_decay ** n`` at imitation iteration n, in [0, 1]
-    :param n_action_samples: K, learner actions scored per state (continuous actions, K >= 2); fewer is faster and
-        noisier
-    :param aggregation_window: number of past roll-ins whose states are re-scored at every iteration; a larger window
-        gives more passes over more states per env step, at more scoring time
-    :param aggregation_reservoir: number of older states (those that have left the window) also re-scored at every
-        iteration: a uniform sample of all of them (reservoir sampling), so that states recent roll-ins do not visit,
-        such as the first steps of episodes longer than the window, are still trained on (0: none). For long
-        episodes (MuJoCo, Hardcore)
-    :param aggregation_falls: number of states that led to falls also re-scored at every iteration: the last
-        64 states of each episode that ends in a termination (not a time limit), first in first out (0: none), so
-        that a learner that rarely falls keeps training on how its falls begin after the window has let them go.
-        For a learner at the expert's level that falls back (Walker2d)
-    :param rollin_deterministic: fraction of the envs (the first ones) on which the learner's roll-in actions are
-        its deterministic action (the distribution's mode, the one it is evaluated and deployed with) instead of a
-        sample, so that the aggregated states include those the deterministic policy visits; the K scored samples
-        still come from its distribution (0: samples on every env). For a deployed policy that falls where the
-        sampling one does not (Hopper, Walker2d)
-    :param expert_bc_coef: weight of a pull toward the expert's action (0: off). Box: the squared distance of the
-        Gaussian mean to the expert's action, in half action ranges, on the aggregated states where the expert's
-        action beats the mean score of the K samples by more than ``expert_bc_margin`` standard deviations of theirs:
-        states where the samples around the learner's mean cannot find what the expert does, e.g. a pose in which
-        every nearby action keeps the body still. Discrete: the cross-entropy with the expert's best-scored action
-        where its score beats the learner's expected score by more than ``expert_bc_margin`` standard deviations of
-        the scores across actions; with two actions that gap is at most 1.41 of them: use a margin of 0 or 1 there
-    :param expert_bc_margin: that margin, in standard deviations of the K samples' scores at the state; ``-inf``:
-        every aggregated state (a pull toward the expert's action beside the policy gradient, as on Walker2d)
-    :param expert_cap: score each sample with ``min(Q*(s, a), Q*(s, expert action))`` (Q* experts, ``Box``): no
-        credit for a sample the critic rates above the expert's own action. Where a critic is nearly flat across
-        actions, the learner can otherwise climb its errors on the states it visits itself, away from the expert
-        (the MuJoCo entries)
-    :param low_signal_fallback: once the expert's critics separate the learner's K samples by less than they
-        disagree (``train/critic_snr`` below 1: Q* experts with several critics), clone the expert's actions on the
-        aggregated states for the rest of the imitation phase (DAgger) instead of following the critic, which
-        a learner can otherwise exploit on the states it visits itself. When it happened is saved with the model
-        (``low_signal_iteration``). For an expert whose critic is known to be flat (a gamma-0.9999 TQC)
-    :param bound_coef: weight of the quadratic penalty on the Gaussian mean outside the action bounds
-        (in the [-1, 1]-normalised action space); keeps the K samples from all clipping to one action. Raise it when
-        the means sit past the bounds (HalfCheetah: 10)
+    :param n_action_samples: K learner actions scored per state (continuous actions, K >= 2); fewer is faster, noisier
+    :param aggregation_window: past roll-ins whose states are re-scored each iteration; more passes over more states
+        per env step, at more scoring time
+    :param aggregation_reservoir: older states (a uniform sample of all that left the window) re-scored beside it
+        (0: none); for long episodes whose first steps the window forgets (MuJoCo, Hardcore)
+    :param aggregation_falls: states that led to falls (the last 64 of each terminated episode) re-scored beside the
+        window (0: none); for a learner at the expert's level that still falls now and then (Walker2d)
+    :param rollin_deterministic: share of the envs (the first ones) on which the learner rolls in with its mode, so
+        that the states its deployed policy visits are trained on (Hopper, Walker2d)
+    :param expert_bc_coef: weight of a pull toward the expert's action (0: off; ``Box``: the Gaussian mean's squared
+        distance in half ranges, ``Discrete``: the cross-entropy) on the states chosen by ``expert_bc_margin``
+    :param expert_bc_margin: the states where the expert's action beats the learner's samples by more than this many
+        of their standard deviations; ``-inf``: every state (Walker2d)
+    :param expert_cap: score a sample with ``min(Q*(s, a), Q*(s, expert action))`` (Q* experts, ``Box``): no credit
+        above the expert's own action, for critics nearly flat across actions that a learner can climb (MuJoCo)
+    :param low_signal_fallback: once the expert's critics disagree about the learner's samples more than they separate
+        them (``train/critic_snr`` < 1), clone the expert from then on (saved: ``low_signal_iteration``); for a
+        critic known to be flat
+    :param bound_coef: weight of the penalty on a Gaussian mean outside the action bounds; raise it if the means
+        drift past the bounds (HalfCheetah: 10)
     :param target_kl: stop the epochs of an iteration when the approximate KL exceeds ``1.5 * target_kl``
     :param stats_window_size: Window size for the rollout logging
     :param tensorboard_log: the log location for tensorboard (if None, no logging)
