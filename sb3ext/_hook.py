@@ -17,7 +17,16 @@ from __future__ import annotations
 import sys
 
 _TARGETS = frozenset(
-    {"gymnasium", "rl_zoo3.utils", "rl_zoo3.hyperparams_opt", "rl_zoo3.exp_manager", "rl_zoo3.import_envs", "huggingface_sb3"}
+    {
+        "gymnasium",
+        "rl_zoo3.utils",
+        "rl_zoo3.hyperparams_opt",
+        "rl_zoo3.exp_manager",
+        "rl_zoo3.import_envs",
+        "rl_zoo3.enjoy",
+        "rl_zoo3.record_video",
+        "huggingface_sb3",
+    }
 )
 
 

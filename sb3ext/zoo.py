@@ -18,11 +18,14 @@ from __future__ import annotations
 import functools
 import importlib
 import inspect
+import os
+import sys
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 from sb3ext.common.resources import hyperparams_path
+from sb3ext.common.serialization import UnsafeObjectError
 
 #: zoo key -> "module:ClassName"; the zoo key is the algorithm's module name (docs/architecture.md).
 ALGORITHMS: dict[str, str] = {
@@ -153,6 +156,123 @@ def repair_huggingface_sb3(module: ModuleType) -> None:
     setattr(module, "load_from_hub", load_from_hub)  # noqa: B010
 
 
+# ------------------------------------------------------------------------------------------------ safe replay
+#: the packages whose wrappers a run folder's config.yml may name for the zoo to import (enjoy, record_video)
+WRAPPER_PACKAGES = ("gymnasium.", "stable_baselines3.", "sb3_contrib.", "rl_zoo3.", "sb3ext.")
+#: the zoo's scripts that read a run folder: their ``yaml`` is replaced by :class:`SafeZooYaml`
+REPLAY_MODULES = ("rl_zoo3.utils", "rl_zoo3.enjoy", "rl_zoo3.record_video")
+
+
+class SafeZooYaml:
+    """Stands for PyYAML in the zoo's replay code: ``load`` reads with sb3ext's bounded safe loader (the zoo's own
+    ``OrderedDict`` tag, nothing else), whatever ``Loader`` the zoo names (it names ``UnsafeLoader``, which builds any
+    Python object a file asks for). Everything else is PyYAML's."""
+
+    def __init__(self, real: ModuleType):
+        self._real = real
+
+    def load(self, stream: Any, Loader: Any = None) -> Any:
+        from sb3ext.common.serialization import safe_yaml_load
+
+        text = stream.read() if hasattr(stream, "read") else stream
+        return safe_yaml_load(text, str(getattr(stream, "name", "<the zoo's YAML>")))
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._real, name)
+
+
+def check_wrapper_names(hyperparams: dict[str, Any], source: str) -> None:
+    """Refuse wrapper or callback names outside :data:`WRAPPER_PACKAGES`: the zoo imports the module each names."""
+    for key in ("env_wrapper", "vec_env_wrapper", "callback"):
+        value = hyperparams.get(key)
+        entries = value if isinstance(value, list) else [] if value is None else [value]
+        for entry in entries:
+            names = list(entry) if isinstance(entry, dict) else [entry]
+            for name in names:
+                if not isinstance(name, str) or not name.startswith(WRAPPER_PACKAGES):
+                    raise UnsafeObjectError(
+                        f"{source}: {key} {str(name)[:80]!r} refused; the zoo would import it. Allowed: classes of "
+                        f"{', '.join(p.rstrip('.') for p in WRAPPER_PACKAGES)} (edit the file if you trust it)"
+                    )
+
+
+def safe_saved_hyperparams(
+    stats_path: str, norm_reward: bool = False, test_mode: bool = False
+) -> tuple[dict[str, Any], str | None]:
+    """``rl_zoo3.utils.get_saved_hyperparams`` without running code from the run folder: ``config.yml`` through
+    sb3ext's safe reader (a regular file, bounded), ``normalize`` as a literal (the zoo ``eval``s it), wrapper names
+    checked."""
+    from sb3ext.common.serialization import safe_literal_eval
+    from sb3ext.experts.building import read_config
+
+    if not os.path.isdir(stats_path):
+        return {}, None
+    config_file = os.path.join(stats_path, "config.yml")
+    if os.path.lexists(config_file):
+        hyperparams = dict(read_config(Path(config_file)))
+        hyperparams["normalize"] = hyperparams.get("normalize", False)
+    else:
+        hyperparams = {"normalize": os.path.isfile(os.path.join(stats_path, "obs_rms.pkl"))}
+    check_wrapper_names(hyperparams, config_file)
+    normalize = hyperparams["normalize"]
+    if normalize:
+        if isinstance(normalize, str):
+            kwargs = safe_literal_eval(normalize, f"{config_file} normalize")
+            if not isinstance(kwargs, dict):
+                raise ValueError(
+                    f"{config_file}: normalize {normalize[:80]!r}; allowed: a mapping such as {{'norm_obs': True}}"
+                )
+            if test_mode:
+                kwargs["norm_reward"] = norm_reward
+        elif isinstance(normalize, dict):
+            kwargs = normalize
+        else:
+            kwargs = {"norm_obs": normalize, "norm_reward": norm_reward}
+        hyperparams["normalize_kwargs"] = kwargs
+    return hyperparams, stats_path
+
+
+def _safe_vecnormalize_class() -> type:
+    from stable_baselines3.common.vec_env import VecNormalize
+
+    from sb3ext.experts.building import load_normalization
+
+    class SafeVecNormalize(VecNormalize):
+        """Stands for ``VecNormalize`` in a zoo module: ``load`` reads the statistics with sb3ext's allow-list
+        unpickler (the zoo's replay and ``-i`` read ``vecnormalize.pkl`` with plain pickle); constructing one gives
+        SB3's own class, so that what the zoo saves loads without sb3ext."""
+
+        def __new__(cls, *args: Any, **kwargs: Any) -> VecNormalize:  # type: ignore[misc]
+            return VecNormalize(*args, **kwargs)
+
+        @staticmethod
+        def load(load_path: str, venv: Any) -> VecNormalize:  # type: ignore[override]
+            stats = load_normalization(Path(load_path), venv.observation_space)
+            env = VecNormalize(
+                venv, training=False, norm_obs=stats.obs_rms is not None, norm_reward=stats.ret_rms is not None,
+                clip_obs=stats.clip_obs, clip_reward=stats.clip_reward, epsilon=stats.epsilon,
+            )  # fmt: skip
+            if stats.obs_rms is not None:
+                env.obs_rms = stats.obs_rms  # type: ignore[assignment]
+            if stats.ret_rms is not None:
+                env.ret_rms = stats.ret_rms
+            return env
+
+    return SafeVecNormalize
+
+
+def secure_replay(module: ModuleType) -> None:
+    """Replace what the zoo's replay code reads a run folder with: ``yaml`` (``UnsafeLoader``), the saved
+    hyperparameters (``eval`` of ``normalize``, wrapper imports), ``VecNormalize.load`` (pickle). Idempotent."""
+    if isinstance(getattr(module, "yaml", None), ModuleType):
+        module.yaml = SafeZooYaml(module.yaml)  # type: ignore[attr-defined]
+    if hasattr(module, "get_saved_hyperparams"):
+        module.get_saved_hyperparams = safe_saved_hyperparams  # type: ignore[attr-defined]
+    vec_normalize = getattr(module, "VecNormalize", None)
+    if isinstance(vec_normalize, type) and vec_normalize.__name__ == "VecNormalize":
+        module.VecNormalize = _safe_vecnormalize_class()  # type: ignore[attr-defined]
+
+
 def on_zoo_import(module: ModuleType) -> None:
     name = module.__name__
     if name == "gymnasium":
@@ -160,14 +280,23 @@ def on_zoo_import(module: ModuleType) -> None:
     elif name == "rl_zoo3.utils":
         register_algorithms(module)
         register_envs()
+        secure_replay(module)
+    elif name in ("rl_zoo3.enjoy", "rl_zoo3.record_video"):
+        secure_replay(module)
     elif name == "rl_zoo3.import_envs":
         register_envs()
     elif name == "rl_zoo3.hyperparams_opt":
         register_samplers(module)
     elif name == "rl_zoo3.exp_manager":
         patch_experiment_manager(module)
+        setattr(module, "VecNormalize", _safe_vecnormalize_class())  # noqa: B010 - -i reads the run's vecnormalize.pkl; its YAML is the user's
     elif name == "huggingface_sb3":
         repair_huggingface_sb3(module)
+    # python -m rl_zoo3.enjoy runs the script as __main__, after rl_zoo3.utils was imported (runpy imports the package
+    # first); it imports rl_zoo3.exp_manager once its own `import yaml` has run: its yaml is replaced then
+    main = sys.modules.get("__main__")
+    if name != "__main__" and getattr(getattr(main, "__spec__", None), "name", None) in REPLAY_MODULES:
+        secure_replay(main)  # type: ignore[arg-type]
 
 
 def default_config(algo: str, env_id: str) -> Path:

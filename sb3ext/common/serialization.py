@@ -146,8 +146,8 @@ class LiteralTooComplex(ValueError):
 def safe_literal_eval(text: str, source: str) -> Any:
     """``ast.literal_eval`` of a short Python literal (a zoo hyperparameter string), length and nesting capped.
 
-    :raises LiteralTooComplex: too long or too deep (checked before parsing); ``ValueError`` / ``SyntaxError``
-        as ``ast.literal_eval`` for text that is not a literal
+    :raises LiteralTooComplex: too long or too deep (checked before parsing); ``ValueError`` naming ``source`` for
+        text that is not a literal
     """
     if len(text) > MAX_LITERAL:
         raise LiteralTooComplex(f"{source}: literal of {len(text)} characters, longer than the {MAX_LITERAL}-character limit")
@@ -164,6 +164,10 @@ def safe_literal_eval(text: str, source: str) -> Any:
         return ast.literal_eval(text)
     except (MemoryError, RecursionError):
         raise LiteralTooComplex(f"{source}: literal too complex to parse") from None
+    except (ValueError, SyntaxError, TypeError):
+        raise ValueError(
+            f"{source}: {text[:80]!r} is not a Python literal (numbers, strings, booleans, None, lists, tuples, dicts)"
+        ) from None
 
 
 # ---------------------------------------------------------------------------------------------------- pickle
