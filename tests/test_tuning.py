@@ -260,6 +260,7 @@ def check_export_round_trip(storage: str, tmp_path: Path) -> None:
         assert model.policy.net_arch == expected["policy_kwargs"]["net_arch"], name
 
 
+@pytest.mark.slow  # the PostgreSQL twin below runs the same scenario in the default suite (CI installs PostgreSQL)
 def test_sqlite_two_workers_one_killed_heartbeat_retry_and_export(tmp_path: Path) -> None:
     storage = f"sqlite:///{tmp_path / 'study.db'}"
     study = two_workers_one_killed(storage, tmp_path)
