@@ -55,7 +55,7 @@ def run_local(jobs: list[Job], work: Path, command: str, n_jobs: int) -> list[tu
 
 
 def _work_queue(storage: str, suite_name: str, suites: Path, work: Path, command: str) -> int:
-    from benchmarks import queue
+    from benchmarks import job_queue as queue
     from benchmarks.runs import run_job
 
     suite = get_suite(suite_name, suites)
@@ -101,7 +101,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "run":
             jobs = suite.select(args.tasks, args.methods, args.seeds)
             if args.storage:
-                from benchmarks import queue
+                from benchmarks import job_queue as queue
 
                 queued = queue.enqueue(queue.open_study(args.storage, suite.name), jobs)
                 print(f"queued {queued} of {len(jobs)} jobs in study {queue.study_name(suite.name)!r}", flush=True)
@@ -116,7 +116,7 @@ def main(argv: list[str] | None = None) -> int:
                 )
             print(f"ran {ran} queued jobs", flush=True)
         if args.storage:
-            from benchmarks import queue
+            from benchmarks import job_queue as queue
 
             fetched = queue.fetch(
                 queue.open_study(args.storage, suite.name), {j.key: j for j in suite.select()}, args.work_dir

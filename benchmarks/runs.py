@@ -215,7 +215,17 @@ def imitation_env(env: str) -> str:
 
 
 def imitation_venv(venv: Path, mujoco: bool) -> Path:
-    """The imitation venv's interpreter, built (CPU torch first) when it cannot import what the task needs."""
+    """The imitation venv's interpreter, built (CPU torch first) when it cannot import what the task needs; one
+    process builds it while the others wait (a lock file beside it)."""
+    import fcntl
+
+    venv.parent.mkdir(parents=True, exist_ok=True)
+    with open(venv.parent / f"{venv.name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        return _build_imitation_venv(venv, mujoco)
+
+
+def _build_imitation_venv(venv: Path, mujoco: bool) -> Path:
     python = venv / "bin" / "python"
     probe = "import imitation, stable_baselines3, Box2D" + (", sb3_contrib, mujoco" if mujoco else "")
     if python.exists() and subprocess.run([str(python), "-c", probe], capture_output=True).returncode == 0:

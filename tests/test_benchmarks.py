@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from benchmarks import queue
+from benchmarks import job_queue as queue
 from benchmarks.__main__ import main
 from benchmarks.report import held_cell, steps_cell, summarise, threshold_of
 from benchmarks.suite import SuiteError, Task, get_suite, load_suites
