@@ -451,8 +451,8 @@ def _multidiscrete_finish(inst: _Instance, source: str) -> Any:
     fields = _space_fields(inst, ("nvec", "dtype", "seed", "start"), source)
     nvec = np.asarray(fields.get("nvec"))
     check_shape(nvec.shape, source, "MultiDiscrete space")
-    if nvec.dtype.kind not in "iu" or nvec.size == 0 or np.any(nvec <= 0):
-        raise ValueError(f"{source}: MultiDiscrete nvec {nvec!r} must be positive integers")
+    if nvec.dtype.kind not in "iu" or nvec.size == 0 or np.any(nvec <= 0) or np.any(nvec > 1 << 31):
+        raise ValueError(f"{source}: MultiDiscrete nvec {nvec!r} must be positive integers of at most 2**31")
     return gs.MultiDiscrete(nvec)
 
 

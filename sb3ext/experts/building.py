@@ -440,6 +440,7 @@ def build_expert_model(path: Path, device: th.device | str = "cpu") -> BaseAlgor
         variables = archive.tensors(variables_entry) if variables_entry else {}
     policy_where = f"{path} [policy.pth]"
     _check_policy_kwargs(policy_kwargs, policy_class, observation_space, action_space, state, f"{path} [data: policy_kwargs]")  # type: ignore[arg-type]
+    _check_numbers(algo_class, action_space, path)
     if algo_class is TD3:
         n_critics = len({k.split(".")[1] for k in state if k.startswith("critic.qf")})
         algo_class = DDPG if n_critics == 1 else TD3
@@ -465,10 +466,42 @@ def build_expert_model(path: Path, device: th.device | str = "cpu") -> BaseAlgor
         raise ValueError(f"{where}: the policy its fields describe cannot be built ({type(exc).__name__}: {exc})") from None
     expected = model.policy.state_dict()
     _check_state(expected, state, policy_where)
+    check_finite(state, policy_where)
     with th.no_grad():
         model.policy.load_state_dict({k: v for k, v in state.items() if v is not None}, strict=True)
     _load_variables(model, variables, f"{path} [{variables_entry}]")
     return model
+
+
+#: algorithms whose policy squashes its actions into the Box bounds (infinite bounds give NaN actions)
+_SQUASHING = ("SAC", "TD3", "DDPG", "TQC")
+#: the action spaces each algorithm can have
+_ACTION_SPACES = {"SAC": spaces.Box, "TD3": spaces.Box, "DDPG": spaces.Box, "TQC": spaces.Box, "DQN": spaces.Discrete,
+                  "QRDQN": spaces.Discrete}  # fmt: skip
+#: bound on |log_ent_coef|: exp(20) is 4.9e8, and exp(100) overflows float32
+MAX_LOG_ENT_COEF = 20.0
+
+
+def _check_numbers(algo_class: type[BaseAlgorithm], action_space: spaces.Space, path: Path) -> None:
+    """Refuse an action space the algorithm cannot have, and infinite bounds where its policy squashes its actions."""
+    name = algo_class.__name__
+    wanted = _ACTION_SPACES.get(name)
+    if wanted is not None and not isinstance(action_space, wanted):
+        raise ValueError(
+            f"{path} [data: action_space]: a {type(action_space).__name__} space; {name} acts in a {wanted.__name__} space"
+        )
+    if name in _SQUASHING and isinstance(action_space, spaces.Box) and not action_space.is_bounded("both"):
+        raise ValueError(
+            f"{path} [data: action_space]: infinite bounds; {name}'s policy squashes its actions into the bounds (NaN)"
+        )
+
+
+def check_finite(state: dict[str, th.Tensor | None], where: str) -> None:
+    """Refuse non-finite weights; only after the shapes are checked (a zero-stride view may claim billions of
+    elements)."""
+    for key, tensor in state.items():
+        if tensor is not None and tensor.dtype.is_floating_point and not bool(th.isfinite(tensor).all()):
+            raise ValueError(f"{where}: {key} holds non-finite values")
 
 
 def _load_variables(model: BaseAlgorithm, variables: dict[str, th.Tensor | None], where: str) -> None:
@@ -491,6 +524,11 @@ def _load_variables(model: BaseAlgorithm, variables: dict[str, th.Tensor | None]
             )
         if not bool(th.isfinite(value).all()):
             raise ValueError(f"{where}: {name} is not finite")
+        if name == "log_ent_coef" and float(value.abs().max()) > MAX_LOG_ENT_COEF:
+            raise ValueError(
+                f"{where}: log_ent_coef {float(value.max()):.3g}; allowed: at most {MAX_LOG_ENT_COEF} in size "
+                "(its exponential, the entropy coefficient, must stay finite)"
+            )
         with th.no_grad():
             target.copy_(value)
 
@@ -552,10 +590,10 @@ def load_normalization(path: Path, observation_space: spaces.Space, trust_remote
     if not isinstance(state, dict):
         raise ValueError(f"{path}: the VecNormalize state is a {type(state).__name__}, not a mapping")
 
-    def positive(key: str, default: float) -> float:
+    def positive(key: str, default: float, low: float, high: float) -> float:
         value = state.get(key, default)
-        if isinstance(value, bool) or not isinstance(value, (int, float, np.number)) or not (0 < float(value) < np.inf):
-            raise ValueError(f"{path}: {key}={value!r}; allowed: a positive finite number")
+        if isinstance(value, bool) or not isinstance(value, (int, float, np.number)) or not (low <= float(value) <= high):
+            raise ValueError(f"{path}: {key}={value!r}; allowed: a number in [{low:g}, {high:g}]")
         return float(value)
 
     def statistics(flag: str, key: str, shape: tuple[int, ...]) -> RunningMeanStd | None:
@@ -584,10 +622,11 @@ def load_normalization(path: Path, observation_space: spaces.Space, trust_remote
     obs_shape = tuple(observation_space.shape or ())
     return Normalization(
         obs_rms=statistics("norm_obs", "obs_rms", obs_shape),
-        clip_obs=positive("clip_obs", 10.0),
+        # a clip of at most 1e6 and an epsilon of at least 1e-12 keep every normalised observation finite
+        clip_obs=positive("clip_obs", 10.0, 1e-6, 1e6),
         ret_rms=statistics("norm_reward", "ret_rms", ()),
-        clip_reward=positive("clip_reward", 10.0),
-        epsilon=positive("epsilon", 1e-8),
+        clip_reward=positive("clip_reward", 10.0, 1e-6, 1e6),
+        epsilon=positive("epsilon", 1e-8, 1e-12, 1.0),
     )
 
 

@@ -18,6 +18,7 @@ import io
 import json
 import os
 import re
+import sys
 import zipfile
 from pathlib import Path, PurePosixPath
 from typing import Any
@@ -235,6 +236,14 @@ def _check_torch_container(raw: bytes, where: str) -> None:
     if len(infos) > 1 << 16:
         raise UnsafeObjectError(f"{where}: {len(infos)} records, too many for a policy")
     for info in infos:
+        if info.filename.endswith("/byteorder") and info.file_size <= 16:
+            with zipfile.ZipFile(io.BytesIO(raw)) as inner:
+                order = inner.read(info).decode("ascii", "replace")
+            if order != sys.byteorder:
+                raise UnsafeObjectError(
+                    f"{where}: record byteorder says {order[:16]!r}; tensors saved on this machine's {sys.byteorder}-endian "
+                    "layout only (torch would byte-swap every tensor)"
+                )
         if info.compress_type != zipfile.ZIP_STORED or info.file_size > len(raw):
             raise UnsafeObjectError(
                 f"{where}: record {info.filename!r} is compressed or larger than its file "

@@ -31,7 +31,15 @@ from stable_baselines3.common.base_class import BaseAlgorithm
 from stable_baselines3.common.utils import ConstantSchedule, FloatSchedule, LinearSchedule, check_for_correct_spaces
 
 from sb3ext.common.serialization import Recipe, UnsafeObjectError, restricted_loads
-from sb3ext.experts.building import _check_policy_kwargs, _check_state, _globals, _policy_kwargs, _scan, _space
+from sb3ext.experts.building import (
+    _check_policy_kwargs,
+    _check_state,
+    _globals,
+    _policy_kwargs,
+    _scan,
+    _space,
+    check_finite,
+)
 from sb3ext.experts.checkpoint import CheckpointArchive
 
 #: fields holding schedules (numbers or SB3's schedule classes)
@@ -258,9 +266,6 @@ def load_learner(
             for entry in sorted(archive.entries)
             if entry.startswith("policy.") and entry.endswith("optimizer.pth")
         }
-    for name, tensor in state.items():
-        if tensor is not None and tensor.dtype.is_floating_point and not bool(th.isfinite(tensor).all()):
-            raise ValueError(f"{path} [policy.pth]: {name} holds non-finite values")
     if env is not None:
         env = cls._wrap_env(env, fields.get("verbose", 0))
         try:
@@ -294,6 +299,7 @@ def load_learner(
     except (TypeError, ValueError, AssertionError, RuntimeError) as exc:
         raise ValueError(f"{where}: the model its fields describe cannot be built ({type(exc).__name__}: {exc})") from None
     _check_state(model.policy.state_dict(), state, f"{path} [policy.pth]")
+    check_finite(state, f"{path} [policy.pth]")
     try:
         parameters: dict[str, Any] = {"policy": state, **optimizers}
         model.set_parameters(parameters, exact_match=True, device=device)
