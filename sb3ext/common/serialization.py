@@ -135,6 +135,8 @@ def safe_yaml_load(text: str | bytes, source: str = "<string>") -> Any:
         raise ValueError(f"{source}: malformed YAML ({' '.join(str(exc).split())})") from None
     except RecursionError:
         raise ValueError(f"{source}: YAML nested too deeply") from None
+    except ValueError as exc:  # e.g. an integer of more digits than Python converts
+        raise ValueError(f"{source}: unreadable value ({' '.join(str(exc).split())[:200]})") from None
     finally:
         loader.dispose()
 
@@ -709,8 +711,10 @@ def restricted_loads(
         unpickler = RestrictedUnpickler(data, source, allowed, spaces)
         raw = unpickler.load()
         return _Finisher(source, unpickler.created)(raw)
-    except (UnsafeObjectError, ValueError):
-        raise
+    except (UnsafeObjectError, ValueError) as exc:
+        if str(exc).startswith(source):
+            raise
+        raise type(exc)(f"{source}: {exc}") from None  # a refusal deep in the pickle names the file too
     except (
         pickle.UnpicklingError,
         EOFError,

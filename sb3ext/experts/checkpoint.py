@@ -123,6 +123,8 @@ class CheckpointArchive:
             raise ValueError(f"{where}: JSON nested too deeply (at most {MAX_DEPTH} levels)") from None
         except json.JSONDecodeError as exc:
             raise ValueError(f"{where}: malformed JSON ({exc.msg} at line {exc.lineno} column {exc.colno})") from None
+        except ValueError as exc:  # an integer of more digits than Python converts
+            raise ValueError(f"{where}: unreadable JSON value ({' '.join(str(exc).split())[:200]})") from None
         if not isinstance(data, dict):
             raise ValueError(f"{where}: a JSON {type(data).__name__}, not an object; SB3 writes an object of fields")
         _check_depth(data, where)
@@ -231,8 +233,8 @@ def _check_torch_container(raw: bytes, where: str) -> None:
     try:
         with zipfile.ZipFile(io.BytesIO(raw)) as inner:
             infos = inner.infolist()
-    except zipfile.BadZipFile:
-        raise ValueError(f"{where}: not a torch.save file (torch's format is a zip)") from None
+    except (zipfile.BadZipFile, UnicodeDecodeError, ValueError, EOFError) as exc:
+        raise ValueError(f"{where}: not a readable torch.save file ({type(exc).__name__}: {exc})") from None
     if len(infos) > 1 << 16:
         raise UnsafeObjectError(f"{where}: {len(infos)} records, too many for a policy")
     for info in infos:

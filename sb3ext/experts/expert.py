@@ -80,8 +80,12 @@ def find_expert_files(reference: str | os.PathLike[str], env_id: str | None = No
     :param reference: a zoo folder (``<algo>/<Env>_1``) or a ``.zip`` checkpoint
     :param env_id: the environment id, used to pick ``<env_id>.zip`` in a folder with several zips
     """
-    path = Path(reference).expanduser()
-    if not path.exists():
+    try:
+        path = Path(reference).expanduser()
+        exists = path.exists()
+    except (RuntimeError, OSError) as exc:  # ~unknownuser; a name longer than the file system allows
+        raise ValueError(f"Expert path {str(reference)[:200]!r} cannot be used ({type(exc).__name__}: {exc})") from None
+    if not exists:
         raise ValueError(f"Expert path {str(reference)!r} does not exist (expected a zoo folder or a .zip checkpoint)")
     if path.is_dir():
         zips = sorted(path.glob("*.zip"))
