@@ -139,3 +139,45 @@ def test_control_the_untouched_experts_load(tmp_path: Path) -> None:
     expert = load_expert(copy(tmp_path, "shipped:sac/Pendulum-v1_1"))
     assert np.all(np.isfinite(expert.predict(np.zeros((2, 3), dtype=np.float32))[0]))
     assert load_expert(copy(tmp_path, "ppo/BipedalWalker-v3_1")).normalization is not None
+
+
+def padded_pickle(pairs: int):  # type: ignore[no-untyped-def]
+    """policy.pth whose pickle does ``pairs`` times NONE, POP after its PROTO opcode: valid, and long."""
+
+    def apply(path: Path) -> None:
+        content = entries(path)
+        inner = entries_of(content["policy.pth"])
+        name = next(n for n in inner if n.endswith("/data.pkl"))
+        inner[name] = inner[name][:2] + b"N0" * pairs + inner[name][2:]
+        buffer = io.BytesIO()
+        with zipfile.ZipFile(buffer, "w", zipfile.ZIP_STORED) as archive:
+            for n, raw in inner.items():
+                archive.writestr(n, raw)
+        content["policy.pth"] = buffer.getvalue()
+        write(path, content)
+
+    return apply
+
+
+@pytest.mark.parametrize("pairs, words", [(40_000, "bytes for"), (15_000, "operations for")])
+def test_a_long_pickle_in_a_tensor_file_is_refused_before_torch_reads_it(tmp_path: Path, pairs: int, words: str) -> None:
+    """torch's weights-only unpickler spends seconds on tens of kB of crafted pickle: the size and the number of
+    operations must fit the storages the file holds, checked before torch reads it."""
+    import time
+
+    folder = copy(tmp_path, "shipped:sac/Pendulum-v1_1")
+    padded_pickle(pairs)(folder / "Pendulum-v1.zip")
+    start = time.process_time()
+    with pytest.raises(UnsafeObjectError, match=words):
+        load_expert(folder)
+    assert time.process_time() - start < 5.0
+
+
+def test_control_a_short_padding_reaches_torch_whose_refusal_carries_no_unsafe_advice(tmp_path: Path) -> None:
+    """Under the caps the pickle reaches torch, which refuses POP; its advice to load with weights_only=False (which
+    runs code from the file) is not passed on."""
+    folder = copy(tmp_path, "shipped:sac/Pendulum-v1_1")
+    padded_pickle(10)(folder / "Pendulum-v1.zip")
+    with pytest.raises(ValueError, match="refused by torch's weights-only unpickler: Unsupported operand") as info:
+        load_expert(folder)
+    assert "weights_only` set to `False" not in str(info.value) and "trust" not in str(info.value)

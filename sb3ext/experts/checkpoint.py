@@ -251,6 +251,42 @@ def _check_torch_container(raw: bytes, where: str) -> None:
                 f"{where}: record {info.filename!r} is compressed or larger than its file "
                 f"({info.file_size} bytes declared); torch.save writes uncompressed records"
             )
+    _check_pickle_record(raw, infos, where)
+
+
+#: a torch file's pickle, against the storages it holds: genuine ones take 130-660 bytes and 20-40 opcodes a storage
+#: (at most 4.9 kB for a policy); torch's weights-only unpickler spends seconds on crafted ones of tens of kB
+PICKLE_BYTES_BASE, PICKLE_BYTES_PER_STORAGE = 8192, 1024
+PICKLE_OPS_BASE, PICKLE_OPS_PER_STORAGE = 2000, 200
+
+
+def _check_pickle_record(raw: bytes, infos: list[zipfile.ZipInfo], where: str) -> None:
+    """Bound the unpickling time: the pickle's size and opcode count must fit the storages the file holds."""
+    import pickletools
+
+    pickles = [i for i in infos if i.filename.endswith("/data.pkl")]
+    if len(pickles) != 1:
+        raise ValueError(f"{where}: {len(pickles)} data.pkl records; a torch.save file has one")
+    storages = sum(1 for i in infos if "/data/" in i.filename)
+    record = pickles[0]
+    limit = PICKLE_BYTES_BASE + PICKLE_BYTES_PER_STORAGE * storages
+    if record.file_size > limit:
+        raise UnsafeObjectError(
+            f"{where}: its pickle is {record.file_size} bytes for {storages} tensor storages; at most {limit} are read"
+        )
+    with zipfile.ZipFile(io.BytesIO(raw)) as inner:
+        pickle_bytes = inner.read(record)
+    ops_limit = PICKLE_OPS_BASE + PICKLE_OPS_PER_STORAGE * storages
+    try:
+        for count, _ in enumerate(pickletools.genops(pickle_bytes), 1):
+            if count > ops_limit:
+                raise UnsafeObjectError(
+                    f"{where}: its pickle has more than {ops_limit} operations for {storages} tensor storages"
+                )
+    except UnsafeObjectError:
+        raise
+    except Exception as exc:
+        raise ValueError(f"{where}: malformed pickle ({type(exc).__name__}: {exc})") from None
 
 
 def _check_legacy_torch(raw: bytes, where: str) -> None:

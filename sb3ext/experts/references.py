@@ -82,7 +82,9 @@ def parse_reference(reference: str | os.PathLike[str] | dict[str, Any]) -> Exper
     if isinstance(reference, dict):
         unknown = sorted(map(repr, set(reference) - set(_MAPPING_KEYS)))
         if unknown:
-            raise ValueError(f"Unknown key(s) [{', '.join(unknown)}] in the expert mapping; allowed: {', '.join(_MAPPING_KEYS)}")
+            raise ValueError(
+                f"Unknown key(s) [{', '.join(unknown)}] in the expert mapping; allowed: {', '.join(_MAPPING_KEYS)}"
+            )
         if ("id" in reference) == ("path" in reference):
             raise ValueError(f"An expert mapping needs exactly one of 'id' (Hub repo) or 'path' (local), got {reference}")
         sha256 = reference.get("sha256")
