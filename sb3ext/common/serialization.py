@@ -118,7 +118,10 @@ def safe_yaml_load(text: str | bytes, source: str = "<string>") -> Any:
             ) from None
     if len(text) > MAX_TEXT:
         raise ValueError(f"{source}: {len(text)} characters, larger than the {MAX_TEXT}-character limit for a zoo YAML file")
-    loader = _ZooYamlLoader(text)
+    try:
+        loader = _ZooYamlLoader(text)
+    except yaml.YAMLError as exc:  # the reader refuses control characters before parsing
+        raise ValueError(f"{source}: not YAML text ({' '.join(str(exc).split())})") from None
     try:
         node = loader.get_single_node()
         if node is None:
@@ -712,9 +715,12 @@ def restricted_loads(
         raw = unpickler.load()
         return _Finisher(source, unpickler.created)(raw)
     except (UnsafeObjectError, ValueError) as exc:
-        if str(exc).startswith(source):
+        message = " ".join(str(exc).split())  # one line, whatever a builder (gymnasium, numpy) wrote
+        if message == str(exc) and message.startswith(source):
             raise
-        raise type(exc)(f"{source}: {exc}") from None  # a refusal deep in the pickle names the file too
+        kind = UnsafeObjectError if isinstance(exc, UnsafeObjectError) else ValueError
+        prefix = "" if message.startswith(source) else f"{source}: "
+        raise kind(f"{prefix}{message[:500]}") from None  # a refusal deep in the pickle names the file too
     except (
         pickle.UnpicklingError,
         EOFError,

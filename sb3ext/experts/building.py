@@ -576,6 +576,15 @@ class Normalization:
 
 def load_normalization(path: Path, observation_space: spaces.Space, trust_remote_code: bool = False) -> Normalization:
     """The checked statistics of a zoo ``vecnormalize.pkl`` (allow-list unpickler unless trusted)."""
+    try:
+        return _load_normalization(path, observation_space, trust_remote_code)
+    except (ValueError, UnsafeObjectError):
+        raise
+    except Exception as exc:  # numpy and the unpickler's builders raise TypeError & co. on damaged state
+        raise ValueError(f"{path}: unreadable VecNormalize statistics ({type(exc).__name__}: {str(exc)[:200]})") from None
+
+
+def _load_normalization(path: Path, observation_space: spaces.Space, trust_remote_code: bool) -> Normalization:
     raw = read_regular(path, MAX_TEXT * 16, "VecNormalize statistics")
     if trust_remote_code:
         loaded: Any = trusting_loads(raw)

@@ -227,6 +227,15 @@ def _check_torch_container(raw: bytes, where: str) -> None:
     The legacy (torch < 1.6) format is a sequence of pickles followed by the storages: the storage sizes
     its main pickle declares must fit in the file, since torch allocates them before reading.
     """
+    try:
+        _check_torch_records(raw, where)
+    except (ValueError, UnsafeObjectError):
+        raise
+    except Exception as exc:  # zipfile raises BadZipFile from is_zipfile, NotImplementedError for odd versions ...
+        raise ValueError(f"{where}: not a readable torch.save file ({type(exc).__name__}: {exc})") from None
+
+
+def _check_torch_records(raw: bytes, where: str) -> None:
     if not zipfile.is_zipfile(io.BytesIO(raw)):
         _check_legacy_torch(raw, where)
         return
@@ -239,8 +248,7 @@ def _check_torch_container(raw: bytes, where: str) -> None:
         raise UnsafeObjectError(f"{where}: {len(infos)} records, too many for a policy")
     for info in infos:
         if info.filename.endswith("/byteorder") and info.file_size <= 16:
-            with zipfile.ZipFile(io.BytesIO(raw)) as inner:
-                order = inner.read(info).decode("ascii", "replace")
+            order = _inner_record(raw, info, where).decode("ascii", "replace")
             if order != sys.byteorder:
                 raise UnsafeObjectError(
                     f"{where}: record byteorder says {order[:16]!r}; tensors saved on this machine's {sys.byteorder}-endian "
@@ -260,6 +268,14 @@ PICKLE_BYTES_BASE, PICKLE_BYTES_PER_STORAGE = 8192, 1024
 PICKLE_OPS_BASE, PICKLE_OPS_PER_STORAGE = 2000, 200
 
 
+def _inner_record(raw: bytes, info: zipfile.ZipInfo, where: str) -> bytes:
+    try:
+        with zipfile.ZipFile(io.BytesIO(raw)) as inner:
+            return inner.read(info)
+    except Exception as exc:  # zipfile raises NotImplementedError for unknown versions, BadZipFile, zlib errors ...
+        raise ValueError(f"{where}: unreadable record {info.filename!r} ({type(exc).__name__}: {exc})") from None
+
+
 def _check_pickle_record(raw: bytes, infos: list[zipfile.ZipInfo], where: str) -> None:
     """Bound the unpickling time: the pickle's size and opcode count must fit the storages the file holds."""
     import pickletools
@@ -274,8 +290,7 @@ def _check_pickle_record(raw: bytes, infos: list[zipfile.ZipInfo], where: str) -
         raise UnsafeObjectError(
             f"{where}: its pickle is {record.file_size} bytes for {storages} tensor storages; at most {limit} are read"
         )
-    with zipfile.ZipFile(io.BytesIO(raw)) as inner:
-        pickle_bytes = inner.read(record)
+    pickle_bytes = _inner_record(raw, record, where)
     ops_limit = PICKLE_OPS_BASE + PICKLE_OPS_PER_STORAGE * storages
     try:
         for count, _ in enumerate(pickletools.genops(pickle_bytes), 1):
