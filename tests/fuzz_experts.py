@@ -46,12 +46,12 @@ def bases(shared: Path | None) -> list[tuple[Path, str | None]]:
     return found
 
 
-def _zip_entries(path: Path) -> dict[str, bytes]:
+def zip_entries(path: Path) -> dict[str, bytes]:
     with zipfile.ZipFile(path) as archive:
         return {n: archive.read(n) for n in archive.namelist()}
 
 
-def _write_zip(path: Path, content: dict[str, bytes]) -> None:
+def write_zip(path: Path, content: dict[str, bytes]) -> None:
     with zipfile.ZipFile(path, "w") as archive:
         for name, raw in content.items():
             archive.writestr(name, raw)
@@ -72,7 +72,7 @@ ODD_VALUES: list[Any] = [None, True, -1, 0, 2**63, 10**30, 1e308, -1e308, "nan",
 def mutate(folder: Path, layer: str, rng: random.Random, donors: list[Path]) -> str:
     """Apply one mutation of ``layer`` to the expert in ``folder``; a short description."""
     model = next(folder.glob("*.zip"))
-    content = _zip_entries(model)
+    content = zip_entries(model)
     if layer == "zip_bytes":
         model.write_bytes(_flip(model.read_bytes(), rng, rng.choice([1, 4, 16])))
         return "bytes flipped in the zip"
@@ -87,19 +87,19 @@ def mutate(folder: Path, layer: str, rng: random.Random, donors: list[Path]) -> 
             content[name] = b""
         else:
             content["extra_" + name] = content[name]
-        _write_zip(model, content)
+        write_zip(model, content)
         return f"{action} {name}"
     if layer == "inner_torch":
         name = rng.choice([n for n in content if n.endswith(".pth")])
         content[name] = _flip(content[name], rng, rng.choice([1, 8, 64]))
-        _write_zip(model, content)
+        write_zip(model, content)
         return f"bytes flipped in {name}"
     data = json.loads(content["data"])
     if layer == "json":
         key = rng.choice(sorted(data))
         data[key] = rng.choice(ODD_VALUES)
         content["data"] = json.dumps(data).encode()
-        _write_zip(model, content)
+        write_zip(model, content)
         return f"data {key} = {str(data[key])[:20]}"
     if layer == "pickle":
         keys = [k for k, v in data.items() if isinstance(v, dict) and ":serialized:" in v]
@@ -107,14 +107,14 @@ def mutate(folder: Path, layer: str, rng: random.Random, donors: list[Path]) -> 
         raw = base64.b64decode(data[key][":serialized:"])
         data[key][":serialized:"] = base64.b64encode(_flip(raw, rng, rng.choice([1, 3, 9]))).decode()
         content["data"] = json.dumps(data).encode()
-        _write_zip(model, content)
+        write_zip(model, content)
         return f"pickle of {key} flipped"
     if layer == "transplant":
-        donor = json.loads(_zip_entries(next(rng.choice(donors).glob("*.zip")))["data"])
+        donor = json.loads(zip_entries(next(rng.choice(donors).glob("*.zip")))["data"])
         key = rng.choice(sorted(donor))
         data[key] = donor[key]
         content["data"] = json.dumps(data).encode()
-        _write_zip(model, content)
+        write_zip(model, content)
         return f"{key} transplanted"
     targets = list(folder.rglob("config.yml" if layer == "config" else "vecnormalize.pkl"))
     if not targets:

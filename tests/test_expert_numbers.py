@@ -19,6 +19,7 @@ from gymnasium import spaces
 from sb3ext.common.serialization import UnsafeObjectError
 from sb3ext.experts import load_expert
 from tests.conftest import ROOT, shared_expert
+from tests.fuzz_experts import write_zip, zip_entries
 
 SHIPPED = ROOT / "sb3ext" / "experts"
 
@@ -31,55 +32,52 @@ def copy(tmp_path: Path, relative: str) -> Path:
     return target
 
 
-def entries(path: Path) -> dict[str, bytes]:
-    with zipfile.ZipFile(path) as archive:
-        return {n: archive.read(n) for n in archive.namelist()}
-
-
-def write(path: Path, content: dict[str, bytes]) -> None:
-    with zipfile.ZipFile(path, "w") as archive:
-        for name, raw in content.items():
-            archive.writestr(name, raw)
-
-
 def change_tensors(entry: str, change):  # type: ignore[no-untyped-def]
     def apply(path: Path) -> None:
-        content = entries(path)
+        content = zip_entries(path)
         state = th.load(io.BytesIO(content[entry]), weights_only=True)
         change(state)
         buffer = io.BytesIO()
         th.save(state, buffer)
         content[entry] = buffer.getvalue()
-        write(path, content)
+        write_zip(path, content)
 
     return apply
 
 
 def change_space(key: str, space: spaces.Space):  # type: ignore[no-untyped-def]
     def apply(path: Path) -> None:
-        content = entries(path)
+        content = zip_entries(path)
         data = json.loads(content["data"])
         data[key] = {
             ":type:": "<class 'gymnasium.spaces.Space'>",
             ":serialized:": base64.b64encode(pickle.dumps(space)).decode(),
         }
         content["data"] = json.dumps(data).encode()
-        write(path, content)
+        write_zip(path, content)
 
     return apply
 
 
-def big_endian(path: Path) -> None:
-    content = entries(path)
-    inner = dict(entries_of(content["policy.pth"]))
-    name = next(n for n in inner if n.endswith("/byteorder"))
-    inner[name] = b"big"
-    buffer = io.BytesIO()
-    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_STORED) as archive:
-        for n, raw in inner.items():
-            archive.writestr(n, raw)
-    content["policy.pth"] = buffer.getvalue()
-    write(path, content)
+def change_inner_record(suffix: str, change):  # type: ignore[no-untyped-def]
+    """policy.pth with the bytes of its record ending in ``suffix`` changed (the torch zip rewritten, stored)."""
+
+    def apply(path: Path) -> None:
+        content = zip_entries(path)
+        inner = entries_of(content["policy.pth"])
+        name = next(n for n in inner if n.endswith(suffix))
+        inner[name] = change(inner[name])
+        buffer = io.BytesIO()
+        with zipfile.ZipFile(buffer, "w", zipfile.ZIP_STORED) as archive:
+            for n, raw in inner.items():
+                archive.writestr(n, raw)
+        content["policy.pth"] = buffer.getvalue()
+        write_zip(path, content)
+
+    return apply
+
+
+big_endian = change_inner_record("/byteorder", lambda raw: b"big")
 
 
 def entries_of(raw: bytes) -> dict[str, bytes]:
@@ -142,21 +140,8 @@ def test_control_the_untouched_experts_load(tmp_path: Path) -> None:
 
 
 def padded_pickle(pairs: int):  # type: ignore[no-untyped-def]
-    """policy.pth whose pickle does ``pairs`` times NONE, POP after its PROTO opcode: valid, and long."""
-
-    def apply(path: Path) -> None:
-        content = entries(path)
-        inner = entries_of(content["policy.pth"])
-        name = next(n for n in inner if n.endswith("/data.pkl"))
-        inner[name] = inner[name][:2] + b"N0" * pairs + inner[name][2:]
-        buffer = io.BytesIO()
-        with zipfile.ZipFile(buffer, "w", zipfile.ZIP_STORED) as archive:
-            for n, raw in inner.items():
-                archive.writestr(n, raw)
-        content["policy.pth"] = buffer.getvalue()
-        write(path, content)
-
-    return apply
+    """policy.pth whose pickle does ``pairs`` times NONE, POP after its PROTO opcode: long."""
+    return change_inner_record("/data.pkl", lambda raw: raw[:2] + b"N0" * pairs + raw[2:])
 
 
 @pytest.mark.parametrize("pairs, words", [(40_000, "bytes for"), (15_000, "operations for")])
