@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 import yaml
 
-from benchmarks.suite import IMITATION_METHODS, ROOT, Job, Task, experts_folder
+from benchmarks.suite import IMITATION_METHODS, ROOT, Job, Task
 
 #: imitation 1.0.1 pins SB3 2.2 and gymnasium 0.29: its own venv, built on first use
 IMITATION_PINS = ["imitation==1.0.1", "numpy<2", "pandas<3", "pyarrow<18", "datasets<3", "gymnasium[box2d]"]
@@ -282,8 +282,3 @@ def imitation_run(job: Job, folder: Path) -> dict[str, Any]:
         "imitation_env": env,
         "expert_return_imitation_env": result["expert_return_same_protocol"],
     }
-
-
-def experts_present(job: Job) -> bool:
-    """Whether the job's expert can be found (a shipped one always; a shared one under the experts folder)."""
-    return job.task.expert is None or job.task.expert.startswith("shipped:") or (experts_folder() / job.task.expert).is_dir()
