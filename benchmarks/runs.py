@@ -118,7 +118,8 @@ def zoo_train(job: Job, folder: Path) -> dict[str, Any]:
         shutil.rmtree(folder)
     folder.mkdir(parents=True)
     method, task = job.method, job.task
-    n_envs = probe_n_envs(method.algo, task, folder)
+    conf = zoo_conf(method.algo, task, folder)
+    n_envs = probe_n_envs(task, method.algo, conf)
     callback = (
         "callback:[{'stable_baselines3.common.callbacks.CheckpointCallback': "
         f"{{'save_freq': {max(1, method.save_every // n_envs)}, 'save_path': '{folder / 'checkpoints'}', "
@@ -128,7 +129,7 @@ def zoo_train(job: Job, folder: Path) -> dict[str, Any]:
     command = [
         sys.executable, "-m", "rl_zoo3.train", "--algo", method.algo, "--env", task.env, "--seed", str(job.seed),
         "-n", str(method.budget), "--eval-freq", "-1", "-f", str(folder / "logs"), "--num-threads", "1",
-        "--device", "cpu", "--log-interval", "-2", *zoo_conf(method.algo, task, folder),
+        "--device", "cpu", "--log-interval", "-2", *conf,
         "--hyperparams", *expert, *method.zoo_hyperparams(), callback,
     ]  # fmt: skip
     started = time.time()
@@ -142,24 +143,16 @@ def zoo_train(job: Job, folder: Path) -> dict[str, Any]:
     return result
 
 
-def probe_n_envs(algo: str, task: Task, folder: Path) -> int:
+def probe_n_envs(task: Task, algo: str, conf: list[str]) -> int:
     """The ``n_envs`` of the YAML entry the zoo will use (the checkpoint callback counts vectorised steps): the
-    ``zoo_entry`` copy, else sb3ext's file for the algorithm (``dagger`` uses AggreVaTeD's), else the zoo's own."""
-    import rl_zoo3
+    ``--conf-file`` if one is given, else the file the plug-in points the zoo to (``sb3ext.zoo.default_config``)."""
+    from sb3ext.zoo import default_config
 
-    from sb3ext.common.resources import hyperparams_path
-
-    candidates = [Path(conf) for conf in zoo_conf(algo, task, folder)[1:]]
-    try:
-        candidates.append(hyperparams_path("aggrevated" if algo == "dagger" else algo))
-    except ValueError:  # a stock algorithm sb3ext has no entries for
-        pass
-    candidates.append(Path(rl_zoo3.__file__).parent / "hyperparams" / f"{algo}.yml")
-    for path in candidates:
-        entries = yaml.safe_load(path.read_text()) if path.is_file() else {}
-        if task.env in entries:
-            return int(entries[task.env].get("n_envs", 1))
-    raise ValueError(f"no zoo entry for {task.env!r} in {[str(c) for c in candidates]} (task {task.name!r})")
+    path = Path(conf[1]) if conf else default_config(algo, task.env)
+    entry = (yaml.safe_load(path.read_text()) or {}).get(task.env)
+    if entry is None:
+        raise ValueError(f"no zoo entry for {task.env!r} in {path} (task {task.name!r})")
+    return int(entry.get("n_envs", 1))
 
 
 class NormalizedLearner:
