@@ -704,7 +704,7 @@ def test_expert_for_another_env_fails_before_training() -> None:
 
 def test_expert_of_the_wrong_kind_is_refused() -> None:
     env = make_vec_env("CartPole-v1", n_envs=1)
-    with pytest.raises(ValueError, match="a DQN or QR-DQN expert with a Q-function, or a PPO / A2C expert"):
+    with pytest.raises(ValueError, match="a DQN or QR-DQN expert with a Q-function, a PPO / A2C expert"):
         # a continuous-Q expert whose spaces match CartPole's: only its kind is wrong
         wrong_kind = QuadraticExpert(env.observation_space, env.action_space, np.zeros(1))
         AggreVaTeD("MlpPolicy", env, expert=wrong_kind, **SMALL)

@@ -14,11 +14,12 @@ import gymnasium as gym
 import numpy as np
 import pytest
 import torch as th
+from sb3_contrib import ARS
 from stable_baselines3 import DDPG, DQN, PPO, SAC
 from stable_baselines3.common.utils import ConstantSchedule
 
 from sb3ext.common.serialization import UnsafeObjectError
-from sb3ext.experts import Q_CONTINUOUS, Q_DISCRETE, VALUE_ONLY, load_expert
+from sb3ext.experts import POLICY_ONLY, Q_CONTINUOUS, Q_DISCRETE, VALUE_ONLY, load_expert
 from tests.conftest import needs, shared_expert
 
 # (folder, gymnasium env id, kind)
@@ -30,6 +31,7 @@ EXPERTS = [
     ("dqn/Acrobot-v1_1", "Acrobot-v1", Q_DISCRETE),
     ("ppo/BipedalWalker-v3_1", "BipedalWalker-v3", VALUE_ONLY),
     ("ppo/BipedalWalkerHardcore-v3_1", "BipedalWalkerHardcore-v3", VALUE_ONLY),
+    ("ars/Pendulum-v1_1", "Pendulum-v1", POLICY_ONLY),
 ]
 
 
@@ -132,6 +134,7 @@ def _trusted_custom_objects(env_id: str) -> dict:
         ("dqn/Acrobot-v1_1", "Acrobot-v1", DQN),
         ("ppo/BipedalWalker-v3_1", "BipedalWalker-v3", PPO),
         ("ppo/BipedalWalkerHardcore-v3_1", "BipedalWalkerHardcore-v3", PPO),
+        ("ars/Pendulum-v1_1", "Pendulum-v1", ARS),
     ],
 )
 def test_safe_load_matches_a_trusted_load(folder: str, env_id: str, algo: type) -> None:
@@ -141,7 +144,7 @@ def test_safe_load_matches_a_trusted_load(folder: str, env_id: str, algo: type) 
     import pybullet_envs_gymnasium  # noqa: F401 - registers HopperBulletEnv-v0
 
     custom = {**_trusted_custom_objects(env_id), "observation_space": expert.observation_space}
-    extra = {} if algo is PPO else {"buffer_size": 1}
+    extra = {} if algo in (PPO, ARS) else {"buffer_size": 1}
     trusted = algo.load(next(path.glob("*.zip")), custom_objects=custom, device="cpu", **extra)
     rng = np.random.default_rng(0)
     states = rng.normal(size=(64, *expert.observation_space.shape)).astype(np.float32)
@@ -157,6 +160,8 @@ def test_safe_load_matches_a_trusted_load(folder: str, env_id: str, algo: type) 
         th.testing.assert_close(trusted.policy.q_net(obs), expert.q_all(obs), rtol=0, atol=0)
     elif algo is PPO:
         th.testing.assert_close(trusted.policy.predict_values(obs).flatten(), expert.value(obs), rtol=0, atol=0)
+    elif algo is ARS:  # no critic: its deterministic actions (compared above) are all it has
+        assert expert.kind == POLICY_ONLY
     else:
         space = expert.action_space
         env_actions = rng.uniform(space.low, space.high, (64, *space.shape)).astype(np.float32)

@@ -79,9 +79,10 @@ _SCANNED_NAMES = {("rl_zoo3.utils", "SimpleLinearSchedule")}
 # ------------------------------------------------------------------------------------------------ allow-lists
 def policy_allow_list() -> dict[tuple[str, str], tuple[type[BasePolicy], type[BaseAlgorithm]]]:
     """(module, class name) of every SB3 / sb3-contrib policy class -> (class, algorithm to build it with)."""
-    from sb3_contrib import QRDQN, TQC, TRPO
+    from sb3_contrib import ARS, QRDQN, TQC, TRPO
 
     modules: list[tuple[str, type[BaseAlgorithm]]] = [
+        ("sb3_contrib.ars.policies", ARS),
         ("stable_baselines3.common.policies", PPO),
         ("stable_baselines3.ppo.policies", PPO),
         ("stable_baselines3.a2c.policies", A2C),
@@ -373,7 +374,8 @@ def _weights_lower_bound(
     cnn = "Cnn" in policy_class.__name__ or extractor == "NatureCNN"
     in_dim = int(features_dim) if isinstance(features_dim, int) else 512 if cnn else _flat_dim(obs_space)
     out_dim = _flat_dim(act_space)
-    arch = kwargs.get("net_arch", [64])
+    # a policy with no net_arch parameter (ARS's linear policy) has no hidden layer
+    arch = kwargs.get("net_arch", [64] if "net_arch" in inspect.signature(policy_class.__init__).parameters else [])
     lists: list[tuple[str, list[int]]] = []
     if isinstance(arch, list) and all(isinstance(w, int) and not isinstance(w, bool) for w in arch):
         lists.append(("pi", arch))
@@ -464,13 +466,29 @@ def build_expert_model(path: Path, device: th.device | str = "cpu") -> BaseAlgor
         model._setup_model()
     except (TypeError, ValueError, AssertionError, RuntimeError) as exc:
         raise ValueError(f"{where}: the policy its fields describe cannot be built ({type(exc).__name__}: {exc})") from None
+    if model.policy.squash_output and isinstance(action_space, spaces.Box) and not action_space.is_bounded("both"):
+        raise ValueError(
+            f"{path} [data: action_space]: infinite bounds; its policy squashes its actions into the bounds (NaN)"
+        )
     expected = model.policy.state_dict()
+    if algo_class.__name__ == "ARS":
+        state = _legacy_ars_names(state, expected)
     _check_state(expected, state, policy_where)
     check_finite(state, policy_where)
     with th.no_grad():
         model.policy.load_state_dict({k: v for k, v in state.items() if v is not None}, strict=True)
     _load_variables(model, variables, f"{path} [{variables_entry}]")
     return model
+
+
+def _legacy_ars_names(state: dict[str, th.Tensor | None], expected: dict[str, th.Tensor]) -> dict[str, th.Tensor | None]:
+    """sb3-contrib before 2.0 built ARS's linear policy as a bare ``nn.Linear`` (``action_net.weight``); it is now the
+    first layer of an ``nn.Sequential`` (``action_net.0.weight``). Rename only names that exist in the new layout."""
+    renamed = {}
+    for name, value in state.items():
+        new = name.replace("action_net.", "action_net.0.", 1)
+        renamed[new if name not in expected and new in expected and new not in state else name] = value
+    return renamed
 
 
 #: algorithms whose policy squashes its actions into the Box bounds (infinite bounds give NaN actions)

@@ -21,7 +21,9 @@ observation normalisation is applied inside):
 * :meth:`Expert.q_values` Q*(s, a) for actions in env units (continuous experts: SAC, TD3, DDPG,
   TQC), scaled to [-1, 1] before the critic, min over twin critics, TQC quantiles averaged;
 * :meth:`Expert.q_all` Q*(s, .) for every action of a DQN / QR-DQN expert;
-* :meth:`Expert.value` V*(s) of an actor-critic (PPO / A2C) expert.
+* :meth:`Expert.value` V*(s) of an actor-critic (PPO / A2C) expert;
+* :meth:`Expert.log_prob` log pi*(a|s) of an actor-critic expert, or, for a policy-only expert (ARS, a
+  :class:`CallableExpert`), of a unit Gaussian (``Box``) or an indicator (``Discrete``) centred on its action.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from __future__ import annotations
 import os
 import re
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -54,7 +57,8 @@ from sb3ext.experts.references import check_sha256, download, hub_model_filename
 #: Kinds of expert, by what they can answer.
 Q_CONTINUOUS = "q_continuous"  # SAC, TD3, DDPG, TQC: Q*(s, a)
 Q_DISCRETE = "q_discrete"  # DQN, QR-DQN: Q*(s, .)
-VALUE_ONLY = "value_only"  # PPO, A2C: V*(s)
+VALUE_ONLY = "value_only"  # PPO, A2C, TRPO: V*(s) and a stochastic policy
+POLICY_ONLY = "policy_only"  # ARS, a user's controller (CallableExpert): actions only
 
 #: Modules whose classes a zoo ``config.yml`` may name as ``env_wrapper``.
 _ALLOWED_WRAPPER_MODULES = (
@@ -230,8 +234,8 @@ class Expert:
             self.kind = Q_CONTINUOUS
         elif isinstance(self.policy, ActorCriticPolicy):
             self.kind = VALUE_ONLY
-        else:
-            raise ValueError(f"Expert {source}: unsupported policy type {type(self.policy).__name__}")
+        else:  # ARS: a deterministic policy, no critic
+            self.kind = POLICY_ONLY
         if self.config.get("frame_stack"):
             raise ValueError(
                 f"Expert {source} was trained with frame_stack={self.config['frame_stack']}, which sb3ext does not apply"
@@ -455,7 +459,14 @@ class Expert:
         :param actions: Box: env-unit actions (clipped to the bounds, as the env clips them), shape (B, act_dim)
             or (K, B, act_dim); Discrete: indices, shape (B,) or (K, B)
         :return: shape (B,) or (K, B)
+
+        A policy-only expert has no distribution: it is taken as a unit Gaussian centred on its action, in half
+        action ranges (``Box``; raw units along an unbounded dimension), or as ``0`` for its action and ``-1`` for
+        every other (``Discrete``). Only differences between actions at a state matter to AggreVaTeD, up to one
+        positive scale (its batch normalisation removes it): the score is a cloning signal, not a cost-to-go.
         """
+        if self.kind == POLICY_ONLY:
+            return self._centred_log_prob(obs, actions)
         if self.kind != VALUE_ONLY:
             raise TypeError(f"Expert {self.source} ({self.algo_name}) has no stochastic actor-critic policy")
         distribution = self.policy.get_distribution(obs).distribution
@@ -465,12 +476,81 @@ class Expert:
             return distribution.log_prob(actions.clamp(low, high)).sum(dim=-1)  # type: ignore[no-any-return]
         return distribution.log_prob(actions.long())  # type: ignore[no-any-return]
 
+    def _centred_log_prob(self, obs: th.Tensor, actions: th.Tensor) -> th.Tensor:
+        expert_actions = th.as_tensor(self.act(obs.cpu().numpy()), device=actions.device)
+        if isinstance(self.action_space, spaces.Discrete):
+            return -(actions.long() != expert_actions.long()).float()
+        assert isinstance(self.action_space, spaces.Box)
+        low = th.as_tensor(self.action_space.low, device=actions.device, dtype=th.float32)
+        high = th.as_tensor(self.action_space.high, device=actions.device, dtype=th.float32)
+        half_range = th.where(th.isfinite(high - low), (high - low) / 2, th.ones_like(low))
+        distance = (actions.clamp(low, high) - expert_actions.float()) / half_range
+        return -0.5 * distance.pow(2).sum(dim=-1)
+
     @th.no_grad()
     def value(self, obs: th.Tensor) -> th.Tensor:
         """V*(s) of an actor-critic expert, shape (B,)."""
         if self.kind != VALUE_ONLY:
             raise TypeError(f"Expert {self.source} ({self.algo_name}) has no state-value head")
         return self.policy.predict_values(obs).flatten()
+
+
+class CallableExpert(Expert):
+    """A user's own policy as an expert (an MPC, a scripted controller, a policy from another library): actions and
+    nothing else, so a policy-only expert (see :meth:`Expert.log_prob`).
+
+    :param policy: maps a batch of observations, as the environment emits them (shape ``(N, *obs_shape)``), to a
+        batch of actions in env units (``(N, *action_shape)``; ``Discrete``: ``(N,)`` indices). Called without
+        gradients; ``Box`` actions are clipped to the bounds, as the env clips them.
+    :param observation_space: what it observes (the learner's env, or the env's state: ``info["state"]``)
+    :param action_space: the env's action space
+    :param name: how messages and logs name it
+    :param gamma: the discount of the roll-in's bookkeeping (it has no value function to be consistent with)
+    """
+
+    def __init__(
+        self,
+        policy: Callable[[np.ndarray], Any],
+        observation_space: spaces.Space,
+        action_space: spaces.Space,
+        name: str | None = None,
+        gamma: float = 0.99,
+    ):
+        if not callable(policy):
+            raise TypeError(f"CallableExpert: policy is a {type(policy).__name__}; allowed: a callable on observations")
+        if not isinstance(action_space, (spaces.Box, spaces.Discrete)):
+            raise ValueError(f"CallableExpert: action space {action_space!r}; allowed: Box or Discrete")
+        self.model = None  # type: ignore[assignment]
+        self.policy = policy
+        self.source = str(name or getattr(policy, "__qualname__", type(policy).__name__))
+        self.config = {}
+        self.normalization = None
+        self.env_id = None
+        self.algo_name = "callable"
+        self.observation_space = observation_space
+        self.action_space = action_space
+        self.device = th.device("cpu")
+        self.kind = POLICY_ONLY
+        self._gamma = float(gamma)
+
+    @property
+    def gamma(self) -> float:
+        return self._gamma
+
+    def act(self, expert_obs: np.ndarray) -> np.ndarray:
+        obs = np.asarray(expert_obs).reshape(-1, *(self.observation_space.shape or ()))
+        with th.no_grad():
+            actions = np.asarray(self.policy(obs))
+        shape = (len(obs), *(self.action_space.shape or ()))
+        if actions.size != int(np.prod(shape)):
+            raise ValueError(
+                f"CallableExpert {self.source}: returned actions of shape {actions.shape} for {len(obs)} observations; "
+                f"expected {shape}"
+            )
+        actions = actions.reshape(shape)
+        if isinstance(self.action_space, spaces.Box):
+            return np.clip(actions.astype(np.float32), self.action_space.low, self.action_space.high)
+        return actions.astype(np.int64)
 
 
 #: Packages that register gymnasium envs on import (the ones the zoo's experts need), tried when an id is unknown.

@@ -51,7 +51,7 @@ from sb3ext.algos.loading import SafeLoad
 from sb3ext.common.expert_state import StateTracker, base_vec_env
 from sb3ext.common.ppo import actor_critic_parameters, kl_exceeded
 from sb3ext.common.validation import invalid, unknown_kwargs_message
-from sb3ext.experts import Q_CONTINUOUS, Q_DISCRETE, VALUE_ONLY, Expert, load_expert
+from sb3ext.experts import POLICY_ONLY, Q_CONTINUOUS, Q_DISCRETE, VALUE_ONLY, Expert, load_expert
 
 SelfAggreVaTeD = TypeVar("SelfAggreVaTeD", bound="AggreVaTeD")
 
@@ -277,11 +277,19 @@ class AggreVaTeD(SafeLoad, PPO):
         loaded = load_expert(expert, env_id=env_id, device=self.device)
         self._expert_reads_state = expert_reads_state(loaded, self.observation_space, self.action_space, self.env, env_id)
         wanted = Q_DISCRETE if isinstance(self.action_space, spaces.Discrete) else Q_CONTINUOUS
-        if loaded.kind not in (wanted, VALUE_ONLY):
+        if loaded.kind not in (wanted, VALUE_ONLY, POLICY_ONLY):
             raise ValueError(
                 f"Expert {loaded.source} ({loaded.algo_name}) cannot drive AggreVaTeD on this action space: "
                 f"{'a DQN or QR-DQN' if wanted == Q_DISCRETE else 'a SAC, TD3, DDPG or TQC'} expert "
-                "with a Q-function, or a PPO / A2C expert with a value function, is needed"
+                "with a Q-function, a PPO / A2C expert with a value function, or a policy-only expert is needed"
+            )
+        if loaded.kind == POLICY_ONLY and not self.clones_expert:
+            warnings.warn(
+                f"Expert {loaded.source} ({loaded.algo_name}) has no critic: AggreVaTeD scores the learner's actions by "
+                "their closeness to the expert's action (a Gaussian centred on it), a cloning signal with no cost-to-go; "
+                "it can reach the expert, not pass it (docs/algos/aggrevated.md, Experts)",
+                UserWarning,
+                stacklevel=2,
             )
         self._expert = loaded
         self.expert = expert
@@ -478,9 +486,11 @@ class AggreVaTeD(SafeLoad, PPO):
                       self._state_tracker if self._expert_reads_state else None,
                       observation_normalizer(self.env), self._promised_returns(env))  # fmt: skip
 
-    def _promised_returns(self, env: VecEnv) -> PromisedReturns:
+    def _promised_returns(self, env: VecEnv) -> PromisedReturns | None:
         """The tracker of the roll-in's returns against V*(s0); a new one for a new env size or expert."""
         assert self._expert is not None
+        if self._expert.kind == POLICY_ONLY:
+            return None  # no V*(s0) to compare the roll-in's returns with
         promised = self._promised
         if promised is None or len(promised.returns) != env.num_envs or promised.gamma != self._expert.gamma:
             self._promised = promised = PromisedReturns(env.num_envs, self._expert.gamma)

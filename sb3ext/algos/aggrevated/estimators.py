@@ -5,7 +5,9 @@
 * :class:`QDiscreteEstimator` (DQN, QR-DQN): the exact expectation over all actions, with the baseline
   ``sum_a pi_old(a|s) Q*(s, a)``;
 * :class:`ExpertPolicyEstimator` (PPO, A2C, TRPO: value-only experts): the expert's own policy as its soft
-  advantage ``alpha log pi*(a|s)``, scoring K learner samples per state as above.
+  advantage ``alpha log pi*(a|s)``, scoring K learner samples per state as above; policy-only experts (ARS, a
+  :class:`~sb3ext.experts.CallableExpert`) the same way, with a Gaussian (``Box``) or an indicator (``Discrete``)
+  centred on their action as the policy (:meth:`~sb3ext.experts.Expert.log_prob`).
 
 Each returns the learner observations to update at, typed scores (:class:`SampledScores` or
 :class:`DistributionScores`) and statistics to log; :func:`surrogate_terms` turns scores into the loss terms.
@@ -241,8 +243,8 @@ class ExpertPolicyEstimator(Estimator):
 
 
 def make_estimator(expert: Expert, **kwargs: Any) -> Estimator:
-    """The estimator for this kind of expert: its own Q* (continuous or discrete actions), or, for a value-only
-    expert, its policy's log-probabilities."""
+    """The estimator for this kind of expert: its own Q* (continuous or discrete actions), or, for a value-only or
+    policy-only expert, its policy's log-probabilities."""
     if expert.kind == Q_CONTINUOUS:
         return QContinuousEstimator(expert, **kwargs)
     if expert.kind == Q_DISCRETE:
