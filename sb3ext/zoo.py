@@ -81,6 +81,22 @@ class TrialId(int):
         return True
 
 
+def check_atari_algorithm(algo: str, env_id: str, exp_module: ModuleType) -> None:
+    """Refuse, in one line, an sb3ext algorithm that cannot act in an Atari game's ``Discrete`` actions (the zoo would
+    otherwise fail with a bare ``KeyError: 'atari'`` while reading its YAML)."""
+    algo_class = exp_module.ALGOS.get(algo)
+    if algo_class is not None and getattr(algo_class, "continuous_actions_only", False):
+        fitting = sorted(
+            key
+            for key, target in ALGORITHMS.items()
+            if not getattr(exp_module.ALGOS.get(key), "continuous_actions_only", False)
+        )
+        raise ValueError(
+            f"--algo {algo} ({algo_class.__name__}) acts in continuous (Box) action spaces only; {env_id} is an Atari "
+            f"game with Discrete actions; sb3ext algorithms that fit: {', '.join(fitting)}"
+        )
+
+
 def patch_experiment_manager(exp_module: ModuleType) -> None:
     """Make ``ExperimentManager`` default to sb3ext's YAML file for sb3ext algorithms."""
     manager = exp_module.ExperimentManager
@@ -97,6 +113,8 @@ def patch_experiment_manager(exp_module: ModuleType) -> None:
             default = _sb3ext_config(self.algo, self.env_name.gym_id)
             if default is not None:
                 self.config = str(default)
+        if self._is_atari:
+            check_atari_algorithm(self.algo, self.env_name.gym_id, exp_module)
         if self.trial_id == 0 and not isinstance(self.trial_id, TrialId):
             # the zoo tests `if ... and self.trial_id:`, so `--trial-id 0` was silently ignored
             self.trial_id = TrialId(0)

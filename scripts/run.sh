@@ -7,7 +7,7 @@
 # Extra arguments go to the demo (`python -m sb3ext.demo --help`) or to pytest.
 # Set-up: a virtualenv in .venv (Python 3.11: pybullet ships wheels for 3.11 only), the CPU build of
 # torch pinned below (a bare `torch` requirement would pull a multi-GB CUDA build), then sb3ext
-# in editable mode with its test and MuJoCo extras. Override the interpreter with PYTHON=/path/to/python3.11.
+# in editable mode with its test, MuJoCo and Atari extras. Override the interpreter with PYTHON=/path/to/python3.11.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -27,10 +27,10 @@ setup() {
     local wanted
     wanted="$(cat setup.cfg setup.py pyproject.toml scripts/run.sh | sha256sum | cut -c1-16)"
     if [ "$(cat "$stamp" 2>/dev/null)" != "$wanted" ]; then
-        echo "== installing torch==$TORCH_PIN (CPU) and sb3ext[tests,mujoco]"
+        echo "== installing torch==$TORCH_PIN (CPU) and sb3ext[tests,mujoco,atari]"
         .venv/bin/python -m pip install -q --upgrade "pip>=23"
         .venv/bin/python -m pip install -q "torch==$TORCH_PIN"
-        .venv/bin/python -m pip install -q -e ".[tests,mujoco]"
+        .venv/bin/python -m pip install -q -e ".[tests,mujoco,atari]"
         echo "$wanted" > "$stamp"
     fi
 }

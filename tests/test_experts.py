@@ -373,6 +373,21 @@ def test_zoo_config_ordered_dict_is_read() -> None:
     assert expert.config["n_timesteps"] == 50000.0
 
 
+def test_zoo_config_class_names_only_for_torch_optimizers_and_activations() -> None:
+    """The zoo writes the optimizer it adds to an Atari DQN's policy_kwargs as ``!!python/name:``; nothing else is
+    resolved (only by full name, only classes defined in those torch modules)."""
+    from sb3ext.common.serialization import safe_yaml_load
+
+    text = "policy_kwargs:\n  optimizer_class: !!python/name:torch.optim.adam.Adam ''\n  act: !!python/name:torch.nn.modules.activation.ReLU ''\n"
+    assert safe_yaml_load(text) == {"policy_kwargs": {"optimizer_class": th.optim.Adam, "act": th.nn.ReLU}}
+    for name in ("os.system", "torch.optim.adam.os", "torch.optim.adam.Tensor", "torch.optim.__builtins__",
+                 "torch.optim.adam.Adam.__init__", "torch.optimizers.Adam", "builtins.eval"):  # fmt: skip
+        with pytest.raises(UnsafeObjectError, match="allowed: torch optimizers and activations"):
+            safe_yaml_load(f"x: !!python/name:{name} ''")
+    with pytest.raises(UnsafeObjectError):
+        safe_yaml_load("x: !!python/name:torch.optim.adam.Adam 'payload'")
+
+
 def test_loading_does_not_import_gym() -> None:
     load_expert(shared_expert("sac/Pendulum-v1_1"))
     assert "gym" not in [name.split(".")[0] for name in list(os.sys.modules)]

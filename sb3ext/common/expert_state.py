@@ -63,11 +63,17 @@ def state_space_of(env: VecEnv | None) -> gym.Space | None:
     return space if isinstance(space, gym.Space) else None
 
 
+def vec_env_chain(env: VecEnv) -> list[VecEnv]:
+    """The VecEnv and every VecEnv it wraps, outermost first."""
+    chain = [env]
+    while isinstance(chain[-1], VecEnvWrapper):
+        chain.append(chain[-1].venv)
+    return chain
+
+
 def base_vec_env(env: VecEnv) -> VecEnv:
     """The innermost VecEnv: the one whose ``reset_infos`` the envs filled (wrappers keep their own, empty ones)."""
-    while isinstance(env, VecEnvWrapper):
-        env = env.venv
-    return env
+    return vec_env_chain(env)[-1]
 
 
 def _state(info: dict[str, Any], where: str, idx: int) -> np.ndarray:

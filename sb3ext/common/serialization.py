@@ -21,6 +21,7 @@ import io
 import math
 import pickle
 import pickletools
+import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -67,6 +68,35 @@ class _MalformedYaml(ValueError):
 
 
 _ZooYamlLoader.add_constructor("tag:yaml.org,2002:python/object/apply:collections.OrderedDict", _construct_ordered_dict)
+
+#: module prefixes whose classes a zoo config.yml may name with ``!!python/name:`` (the zoo writes the optimizer it
+#: adds to an Atari DQN / QR-DQN's ``policy_kwargs`` that way); torch's own modules, imported only by full name
+_NAMED_CLASS_MODULES = ("torch.optim.", "torch.nn.modules.activation")
+_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)+$")
+
+
+def _construct_name(loader: yaml.SafeLoader, suffix: str, node: yaml.Node) -> type:
+    module_name, _, attr = suffix.rpartition(".")
+    if (
+        _NAME.match(suffix)
+        and "._" not in suffix
+        and module_name.startswith(_NAMED_CLASS_MODULES)
+        and not loader.construct_scalar(node)  # type: ignore[arg-type]
+    ):
+        import importlib
+
+        try:
+            found = getattr(importlib.import_module(module_name), attr, None)
+        except ImportError:
+            found = None
+        if isinstance(found, type) and found.__module__ == module_name:
+            return found
+    raise yaml.constructor.ConstructorError(
+        None, None, f"refused class name {suffix[:120]!r} (allowed: torch optimizers and activations)", node.start_mark
+    )
+
+
+_ZooYamlLoader.add_multi_constructor("tag:yaml.org,2002:python/name:", _construct_name)
 
 
 def _expanded_size(root: yaml.Node, source: str) -> None:
@@ -132,7 +162,8 @@ def safe_yaml_load(text: str | bytes, source: str = "<string>") -> Any:
         raise ValueError(f"{source}: {exc}") from None
     except yaml.constructor.ConstructorError as exc:
         raise UnsafeObjectError(
-            f"{source}: refused YAML object ({exc.problem}); allowed: plain YAML and the zoo's OrderedDict tag"
+            f"{source}: refused YAML object ({exc.problem}); allowed: plain YAML, the zoo's OrderedDict tag and "
+            "torch optimizer / activation class names"
         ) from None
     except yaml.YAMLError as exc:
         raise ValueError(f"{source}: malformed YAML ({' '.join(str(exc).split())})") from None

@@ -236,16 +236,31 @@ class Expert:
             self.kind = VALUE_ONLY
         else:  # ARS: a deterministic policy, no critic
             self.kind = POLICY_ONLY
-        if self.config.get("frame_stack"):
-            raise ValueError(
-                f"Expert {source} was trained with frame_stack={self.config['frame_stack']}, which sb3ext does not apply"
-            )
 
     # ------------------------------------------------------------------ description
     @property
     def env_wrapper(self) -> Any:
         """The ``env_wrapper`` entry of the expert's ``config.yml`` (the learner's env must use it too)."""
         return self.config.get("env_wrapper")
+
+    @property
+    def frame_stack(self) -> int | None:
+        """The ``frame_stack`` of the expert's ``config.yml``: it observes that many stacked frames (the learner's env
+        must stack them the same way, see :func:`check_learner_wrapping`)."""
+        value = self.config.get("frame_stack")
+        if value is None or value is False:
+            return None
+        if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 64:
+            raise ValueError(f"Expert {self.source}: config.yml frame_stack={value!r}; allowed: an integer in [1, 64]")
+        return value
+
+    @property
+    def obs_dtype(self) -> Any:
+        """The dtype of the observations the expert's networks read: ``uint8`` frames stay ``uint8`` (its CNN scales
+        them), everything else is ``float32``."""
+        space = self.observation_space
+        normalized = self.normalization is not None and self.normalization.obs_rms is not None
+        return np.uint8 if isinstance(space, spaces.Box) and space.dtype == np.uint8 and not normalized else np.float32
 
     @property
     def ent_coef(self) -> float | None:
@@ -325,11 +340,11 @@ class Expert:
 
     # ------------------------------------------------------------------ queries
     def normalize_obs(self, obs: np.ndarray) -> np.ndarray:
-        """Apply the expert's frozen observation normalisation (identity if it had none)."""
-        obs = np.asarray(obs, dtype=np.float32)
+        """Apply the expert's frozen observation normalisation (identity if it had none; frames stay ``uint8``)."""
         norm = self.normalization
         if norm is None or norm.obs_rms is None:
-            return obs
+            return np.asarray(obs, dtype=self.obs_dtype)
+        obs = np.asarray(obs, dtype=np.float32)
         return np.clip(
             (obs - norm.obs_rms.mean) / np.sqrt(norm.obs_rms.var + norm.epsilon), -norm.clip_obs, norm.clip_obs
         ).astype(np.float32)

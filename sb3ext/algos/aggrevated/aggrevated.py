@@ -42,6 +42,7 @@ from sb3ext.algos.aggrevated.rollin import (
     BetaSchedule,
     PromisedReturns,
     RollIn,
+    check_learner_wrapping,
     expert_reads_state,
     learner_view,
     observation_normalizer,
@@ -276,6 +277,8 @@ class AggreVaTeD(SafeLoad, PPO):
                 env_id = None
         loaded = load_expert(expert, env_id=env_id, device=self.device)
         self._expert_reads_state = expert_reads_state(loaded, self.observation_space, self.action_space, self.env, env_id)
+        if not self._expert_reads_state and self.env is not None:
+            check_learner_wrapping(loaded, self.env)
         wanted = Q_DISCRETE if isinstance(self.action_space, spaces.Discrete) else Q_CONTINUOUS
         if loaded.kind not in (wanted, VALUE_ONLY, POLICY_ONLY):
             raise ValueError(
@@ -311,6 +314,7 @@ class AggreVaTeD(SafeLoad, PPO):
             n_envs=self.n_envs,
             rng=np.random.default_rng(None if self.seed is None else [self.seed, 1]),  # not the roll-in's stream
             learner_dtype=self.observation_space.dtype,
+            expert_dtype=loaded.obs_dtype,
         )
 
     def set_expert(self, expert: str | os.PathLike[str] | Expert) -> None:

@@ -46,6 +46,7 @@ class StateAggregationBuffer:
     :param falls: number of states before terminations kept (0: none)
     :param fall_steps: how many of the last states of a terminated episode are kept
     :param n_envs: number of envs (one history of recent states each; needed with ``falls``)
+    :param expert_dtype: dtype of the expert's observations (an Atari expert's frames stay ``uint8`` too)
     """
 
     def __init__(
@@ -60,6 +61,7 @@ class StateAggregationBuffer:
         falls: int = 0,
         fall_steps: int = 64,
         n_envs: int = 1,
+        expert_dtype: Any = np.float32,
     ):
         self.window = window
         self.capacity = window * states_per_rollout
@@ -68,7 +70,7 @@ class StateAggregationBuffer:
         # window in [0, capacity), reservoir in [capacity, capacity + reservoir), falls after them
         total = self.capacity + reservoir + falls
         self.learner_obs = np.zeros((total, *learner_shape), dtype=learner_dtype)
-        self.expert_obs = np.zeros((total, *expert_shape), dtype=np.float32)
+        self.expert_obs = np.zeros((total, *expert_shape), dtype=expert_dtype)
         self.pos = 0
         self.size = 0
         self.reservoir_size = 0
@@ -80,7 +82,7 @@ class StateAggregationBuffer:
         # per env, its latest `fall_steps` states (a ring shared by the envs, which step together)
         history = fall_steps if falls else 0
         self._recent_learner = np.zeros((history, n_envs, *learner_shape), dtype=learner_dtype)
-        self._recent_expert = np.zeros((history, n_envs, *expert_shape), dtype=np.float32)
+        self._recent_expert = np.zeros((history, n_envs, *expert_shape), dtype=expert_dtype)
         self._recent_pos = 0
         self._recent_count = np.zeros(n_envs, dtype=np.int64)  # states of the current episode in the ring
 

@@ -21,10 +21,10 @@ import numpy as np
 import torch as th
 from gymnasium import spaces
 from stable_baselines3.common.running_mean_std import RunningMeanStd
-from stable_baselines3.common.vec_env import VecEnv, VecNormalize
+from stable_baselines3.common.vec_env import VecEnv, VecFrameStack, VecNormalize
 
 from sb3ext.algos.aggrevated.buffers import ExpertActionMemory, StateAggregationBuffer
-from sb3ext.common.expert_state import STATE_KEY, StateTracker, state_space_of
+from sb3ext.common.expert_state import STATE_KEY, StateTracker, state_space_of, vec_env_chain
 from sb3ext.experts import Q_CONTINUOUS, Q_DISCRETE, VALUE_ONLY, Expert
 from sb3ext.experts.expert import describe_space, spaces_match
 
@@ -162,6 +162,26 @@ def learner_view(normalizer: VecNormalize | None, dtype: Any) -> Any:
     if normalizer is None:
         return None
     return lambda raw: np.asarray(normalizer.normalize_obs(raw), dtype=dtype)
+
+
+def check_learner_wrapping(expert: Expert, env: VecEnv) -> None:
+    """An expert trained on stacked frames (``frame_stack`` in its ``config.yml``) or with ``env_wrapper`` s (the zoo's
+    ``AtariWrapper``) reads the learner's observations only if the learner's env makes them the same way: raise
+    ``ValueError`` naming what the learner's hyperparameters lack."""
+    missing = []
+    n_stack = expert.frame_stack
+    if n_stack is not None and n_stack > 1:
+        stack = next((e for e in vec_env_chain(env) if isinstance(e, VecFrameStack)), None)
+        if stack is None or stack.stacked_obs.n_stack != n_stack:
+            missing.append(f"frame_stack: {n_stack}" + (f" (it stacks {stack.stacked_obs.n_stack})" if stack else ""))
+    for wrapper, _ in expert.wrapper_classes():
+        if not all(env.env_is_wrapped(wrapper)):
+            missing.append(f"env_wrapper {wrapper.__module__}.{wrapper.__qualname__}")
+    if missing:
+        raise ValueError(
+            f"Expert {expert.source} observes what its config.yml's wrappers make, and the learner's env is not wrapped "
+            f"the same way: add {'; '.join(missing)} to the learner's hyperparameters (the zoo's `atari` entries have both)"
+        )
 
 
 class RollIn:

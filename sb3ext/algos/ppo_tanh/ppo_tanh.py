@@ -58,6 +58,8 @@ class TanhPPO(SafeLoad, PPO):
     :param _init_setup_model: Whether or not to build the network at the creation of the instance
     """
 
+    #: the zoo plug-in refuses it on Discrete-action envs (Atari) before reading any YAML
+    continuous_actions_only: ClassVar[bool] = True
     policy_aliases: ClassVar[dict[str, type[BasePolicy]]] = {"MlpPolicy": MlpPolicy, "CnnPolicy": CnnPolicy}
     policy: TanhActorCriticPolicy
 

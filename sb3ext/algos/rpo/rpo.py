@@ -36,6 +36,8 @@ class RPO(SafeLoad, PPO):
     The other parameters are PPO's, with the same defaults (see ``stable_baselines3.PPO``).
     """
 
+    #: the zoo plug-in refuses it on Discrete-action envs (Atari) before reading any YAML
+    continuous_actions_only: ClassVar[bool] = True
     policy_aliases: ClassVar[dict[str, type[BasePolicy]]] = {
         "MlpPolicy": MlpPolicy,
         "CnnPolicy": CnnPolicy,
