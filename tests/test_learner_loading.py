@@ -196,3 +196,23 @@ def test_a_stream_is_refused_unless_trusted(tmp_path: Path) -> None:
         RPO.load(handle)  # type: ignore[arg-type]
     with open(path, "rb") as handle:
         assert RPO.load(handle, trust_remote_code=True).n_steps == 16
+
+
+def test_fields_the_class_allows_at_infinity_load_and_others_do_not(tmp_path: Path) -> None:
+    """The Walker2d entry saves ``expert_bc_margin: -inf`` (pull on every state): its own checkpoints must load. A NaN
+    there, or an infinity in a field without that meaning, is refused in one line."""
+    model = AggreVaTeD("MlpPolicy", make_vec_env("Pendulum-v1", n_envs=2, seed=0), expert="shipped:sac/Pendulum-v1_1",
+                       expert_bc_margin=float("-inf"), seed=0, **SMALL)  # fmt: skip
+    path = tmp_path / "margin.zip"
+    model.save(path)
+    assert AggreVaTeD.load(path).expert_bc_margin == float("-inf")
+    nan = tmp_path / "nan.zip"
+    shutil.copy(path, nan)
+    rewrite(nan, lambda data: data.update(expert_bc_margin=float("nan")))
+    with pytest.raises(ValueError, match=r"field expert_bc_margin: nan; allowed: a non-NaN number"):
+        AggreVaTeD.load(nan)
+    infinite_gamma = tmp_path / "gamma.zip"
+    shutil.copy(path, infinite_gamma)
+    rewrite(infinite_gamma, lambda data: data.update(gamma=float("inf")))
+    with pytest.raises(ValueError, match=r"field gamma: inf; allowed: a finite number"):
+        AggreVaTeD.load(infinite_gamma)

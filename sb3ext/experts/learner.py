@@ -9,9 +9,10 @@ experts (:mod:`sb3ext.experts.building`):
   unpickler; schedules are rebuilt from SB3's schedule classes and numbers only; the episode buffers from plain
   containers; any other serialized field (the last observations too: training goes on from a reset, as after
   ``load(env=...)``) is scanned for the names it holds and dropped;
-* plain fields must be finite JSON scalars; ``env`` and ``expert`` must be absent (a genuine save never writes
-  them), ``tensorboard_log`` comes from the caller; sizes (``n_steps``, ``n_envs``, windows, memories) are bounded,
-  and so are the buffers they size; fields the class no longer has (settings since removed) are dropped;
+* plain fields must be finite JSON scalars (+-inf where the class lists the field in ``infinite_fields``); ``env``
+  and ``expert`` must be absent (a genuine save never writes them), ``tensorboard_log`` comes from the caller;
+  sizes (``n_steps``, ``n_envs``, windows, memories) are bounded, and so are the buffers they size; fields the class
+  no longer has (settings since removed) are dropped;
 * ``policy.pth`` must hold exactly the policy's parameters, finite, and the optimizer entries plain state dicts.
 
 Every refusal is one line, an ``UnsafeObjectError`` or a ``ValueError`` naming the file and the entry.
@@ -120,7 +121,8 @@ def _class_field(archive: CheckpointArchive, data: dict[str, Any], key: str, all
     return allowed[refs[0]]
 
 
-def _plain(value: Any, where: str) -> Any:
+def _plain(value: Any, where: str, infinite: bool = False) -> Any:
+    """A plain JSON scalar; ``infinite``: a float may also be +-inf (a field the class gives a meaning at infinity)."""
     if value is None or isinstance(value, bool):
         return value
     if isinstance(value, int):
@@ -128,8 +130,8 @@ def _plain(value: Any, where: str) -> Any:
             raise ValueError(f"{where}: an integer of {len(str(value))} digits; allowed: at most 2**62 in size")
         return value
     if isinstance(value, float):
-        if not math.isfinite(value):
-            raise ValueError(f"{where}: {value!r}; allowed: a finite number")
+        if math.isnan(value) or (math.isinf(value) and not infinite):
+            raise ValueError(f"{where}: {value!r}; allowed: a {'non-NaN' if infinite else 'finite'} number")
         return value
     if isinstance(value, str) and len(value) <= 256:
         return value
@@ -258,7 +260,7 @@ def load_learner(
             elif raw is not None:
                 _scan(archive, data, key)  # names only allowed modules, and is dropped
             else:
-                fields[key] = _plain(value, field_where)
+                fields[key] = _plain(value, field_where, key in getattr(cls, "infinite_fields", ()))
         _check_sizes({**fields, **kwargs}, observation_space, action_space, where)
         state = archive.tensors("policy.pth")
         optimizers = {

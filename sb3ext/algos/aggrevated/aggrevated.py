@@ -132,6 +132,8 @@ class AggreVaTeD(SafeLoad, PPO):
 
     #: whether the update clones the expert's actions from the first iteration on (``MatchedDAgger``)
     clones_expert: ClassVar[bool] = False
+    #: saved fields whose value may be +-inf (``expert_bc_margin: -inf``: pull on every state); the safe load accepts them
+    infinite_fields: ClassVar[frozenset[str]] = frozenset({"expert_bc_margin"})
 
     policy_aliases: ClassVar[dict[str, type[BasePolicy]]] = {
         "MlpPolicy": MlpPolicy,
