@@ -19,11 +19,13 @@ import functools
 import importlib
 import inspect
 import os
+import re
 import sys
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from sb3ext.common.files import open_regular
 from sb3ext.common.resources import hyperparams_path
 from sb3ext.common.serialization import UnsafeObjectError
 
@@ -135,6 +137,39 @@ def patch_experiment_manager(exp_module: ModuleType) -> None:
     manager.hyperparameters_optimization = hyperparameters_optimization
 
 
+#: the archive of training and evaluation metrics that ``rl_zoo3.load_from_hub`` extracts into the new run folder
+METRICS_ARCHIVE = "train_eval_metrics.zip"
+#: what ``rl_zoo3.push_to_hub`` puts in it: the run's ``evaluations.npz`` and monitor ``*.csv`` files, top level only
+_METRICS_NAME = re.compile(r"^(evaluations\.npz|[A-Za-z0-9_.-]+\.csv)$")
+#: bounds on the archive's declared (uncompressed) sizes: zipfile extracts no more than an entry declares
+MAX_METRICS_ENTRY, MAX_METRICS_TOTAL, MAX_METRICS_ENTRIES = 256 << 20, 1 << 30, 4096
+
+
+def check_metrics_archive(path: str | os.PathLike[str]) -> None:
+    """Refuse, in one line, a metrics archive that would write anything but metrics into the run folder (the model's
+    zip, ``config.yml`` or ``vecnormalize.pkl`` the zoo has just copied there), or more than the size bounds."""
+    import zipfile
+
+    where = f"{path} ({METRICS_ARCHIVE})"
+    try:
+        with open_regular(path, "a metrics archive") as handle, zipfile.ZipFile(handle) as archive:
+            infos = archive.infolist()
+    except zipfile.BadZipFile as exc:
+        raise ValueError(f"{where}: not a zip archive ({exc})") from None
+    if len(infos) > MAX_METRICS_ENTRIES:
+        raise ValueError(f"{where}: {len(infos)} entries; allowed: at most {MAX_METRICS_ENTRIES}")
+    for info in infos:
+        if not _METRICS_NAME.match(info.filename):
+            raise UnsafeObjectError(
+                f"{where}: refused entry {info.filename[:120]!r}; it would be extracted into the run folder beside the "
+                "model's files; allowed: evaluations.npz and *.csv monitor files at the top level"
+            )
+        if info.file_size > MAX_METRICS_ENTRY:
+            raise ValueError(f"{where}: entry {info.filename!r} declares {info.file_size} bytes; allowed: {MAX_METRICS_ENTRY}")
+    if sum(info.file_size for info in infos) > MAX_METRICS_TOTAL:
+        raise ValueError(f"{where}: entries declare more than {MAX_METRICS_TOTAL} bytes in all")
+
+
 def repair_huggingface_sb3(module: ModuleType) -> None:
     """Make ``rl_zoo3.push_to_hub`` and ``rl_zoo3.load_from_hub`` work with sb3-team-hf-integration 3.x.
 
@@ -166,9 +201,12 @@ def repair_huggingface_sb3(module: ModuleType) -> None:
     @functools.wraps(original)
     def load_from_hub(repo_id: str, filename: str) -> str:
         try:
-            return original(repo_id, filename)
+            path = original(repo_id, filename)
         except EntryNotFoundError as exc:
             raise MissingHubFileError(str(exc)) from exc
+        if filename == METRICS_ARCHIVE:
+            check_metrics_archive(path)
+        return str(path)
 
     load_from_hub._sb3ext_wrapped = True  # type: ignore[attr-defined]
     setattr(module, "load_from_hub", load_from_hub)  # noqa: B010

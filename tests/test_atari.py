@@ -88,7 +88,12 @@ def test_aggrevated_trains_through_the_zoo_and_replays_without_its_expert(atari_
         "-1", "--hyperparams", f"expert:'{expert}'", "n_envs:2", "n_steps:64", cwd=tmp_path)  # fmt: skip
     assert (tmp_path / "logs" / "aggrevated" / f"{GAME}_1" / f"{GAME}.zip").is_file()
     shutil.rmtree(expert)  # the replay needs only the learner
-    zoo("rl_zoo3.enjoy", "--algo", "aggrevated", "--env", GAME, "-f", "logs", "-n", "60", "--no-render", cwd=tmp_path)
+    replay = zoo("rl_zoo3.enjoy", "--algo", "aggrevated", "--env", GAME, "-f", "logs", "-n", "60", "--no-render",
+                 cwd=tmp_path)  # fmt: skip
+    assert "Stacking 4 frames" in replay.stdout
+    zoo("rl_zoo3.record_video", "--algo", "aggrevated", "--env", GAME, "-f", "logs", "-n", "30", cwd=tmp_path)
+    videos = list((tmp_path / "logs" / "aggrevated" / f"{GAME}_1" / "videos").glob("*.mp4"))
+    assert videos and videos[0].stat().st_size > 1000
 
 
 def test_ppo_kl_trains_on_atari_and_the_continuous_variants_refuse_in_one_line(tmp_path: Path) -> None:

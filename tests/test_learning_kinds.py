@@ -14,7 +14,7 @@ Measured here (10 episodes, seeds 50000+; YAML settings; training seed 0 unless 
 | DQN Acrobot (Q, Discrete) | 2,048 | -500 | -78, -91, -99 (seeds 0, 2, 3) | -500 | > -200 |
 | PPO Pendulum (value-only) | 4,096 | -1,283 | -169, -171 (seeds 0, 1) | -1,724 (2,048 steps) | > -400 |
 | ARS Pendulum (policy-only) | 2,048 | -1,283 | -226, -225 (seeds 0, 1); the expert -224 | -1,443 | > -400 |
-| a callable swing-up (policy-only) | 4,096 | -1,283 | -143, -144 (seeds 0, 1); the controller about -150 | -1,823 | > -400 |
+| a callable swing-up (policy-only) | 2,048 | -1,283 | -143, -144 (seeds 0, 1); the controller about -150 | -1,840 | > -400 |
 | plate, shipped SAC (Q, Box) | 6,144 | 67 | see PLATE below | see PLATE below | > PLATE_BOUND |
 """
 
@@ -42,7 +42,7 @@ CASES = {
     "q_discrete": ("Acrobot-v1", "dqn/Acrobot-v1_1", 2048, -200.0),
     "value_only": ("Pendulum-v1", "ppo/Pendulum-v1_1", 4096, -400.0),
     "policy_only": ("Pendulum-v1", "ars/Pendulum-v1_1", 2048, -400.0),
-    "callable": ("Pendulum-v1", "callable:swing_up", 4096, -400.0),
+    "callable": ("Pendulum-v1", "callable:swing_up", 2048, -400.0),
     "plate": ("sb3ext/BallPlateContinuous-v0", "shipped:sac/sb3ext-BallPlateContinuous-v0_1", 6144, 250.0),
 }
 

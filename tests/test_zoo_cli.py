@@ -181,6 +181,7 @@ def test_ppo_variants_train_and_enjoy_through_the_zoo(wheel_venv: FreshVenv, tmp
     assert "Episode Reward" in enjoy.stdout
 
 
+@pytest.mark.slow  # record_video of aggrevated runs in the default suite through the pixel and Atari learners
 def test_record_video_headless(wheel_venv: FreshVenv, tmp_path: Path) -> None:
     fresh_venv = wheel_venv
     expert = shared_expert(PENDULUM_EXPERT)

@@ -99,3 +99,48 @@ def test_guard_each_payload_runs_under_the_zoos_own_readers(run_folder: Path, tm
     folder = hostile_copy(run_folder, tmp_path, case)
     subprocess.run([sys.executable, "-c", ZOO_READERS[case].format(folder=str(folder))], cwd=tmp_path, capture_output=True)
     assert (tmp_path / MARKER).exists(), f"{case}: the fixture's payload does not run under the zoo's reader"
+
+
+def _metrics_zip(path: Path, entries: dict[str, bytes]) -> Path:
+    import zipfile
+
+    with zipfile.ZipFile(path, "w") as archive:
+        for name, content in entries.items():
+            archive.writestr(name, content)
+    return path
+
+
+#: entries a metrics archive must not hold: the model's files, and paths outside the top level
+FOREIGN_ENTRIES = ["Pendulum-v1.zip", "Pendulum-v1/config.yml", "Pendulum-v1/vecnormalize.pkl", "../escape.csv", "sub/0.csv"]
+
+
+def test_load_from_hub_refuses_a_metrics_archive_that_writes_beside_the_model(tmp_path: Path) -> None:
+    """``rl_zoo3.load_from_hub`` extracts ``train_eval_metrics.zip`` into the run folder after copying the model's
+    files there: with sb3ext installed, an archive holding anything but metrics is refused in one line before the
+    folder is made. The zoo's own download step is the one wrapped (what its module imported)."""
+    from tests.test_hub import populate_cache
+
+    genuine = {"evaluations.npz": b"npz", "0.monitor.csv": b"#\n"}
+    cache = tmp_path / "hf-cache"
+    populate_cache(cache, "sb3ext-test/good", {"train_eval_metrics.zip": _metrics_zip(tmp_path / "good.zip", genuine)})
+    for i, entry in enumerate(FOREIGN_ENTRIES):
+        bad = _metrics_zip(tmp_path / f"bad{i}.zip", {**genuine, entry: b"payload"})
+        populate_cache(cache, f"sb3ext-test/bad{i}", {"train_eval_metrics.zip": bad})
+    script = (
+        "import sb3ext.zoo, rl_zoo3.load_from_hub as z\n"
+        "print(z.load_from_hub('sb3ext-test/good', 'train_eval_metrics.zip'))\n"
+        f"for i in range({len(FOREIGN_ENTRIES)}):\n"
+        "    try:\n"
+        "        z.load_from_hub(f'sb3ext-test/bad{i}', 'train_eval_metrics.zip')\n"
+        "        print('LOADED', i)\n"
+        "    except Exception as exc:\n"
+        "        print('REFUSED', type(exc).__name__, str(exc).count(chr(10)), exc)\n"
+    )
+    # huggingface_sb3's own download gate asks for TRUST_REMOTE_CODE before it hands out a zip; sb3ext never reads it
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_HUB_CACHE": str(cache), "TRUST_REMOTE_CODE": "True"}
+    result = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    lines = result.stdout.strip().splitlines()
+    assert result.returncode == 0 and lines[0].endswith("train_eval_metrics.zip"), result.stderr[-2000:]
+    assert len(lines) == 1 + len(FOREIGN_ENTRIES)
+    for entry, line in zip(FOREIGN_ENTRIES, lines[1:]):
+        assert line.startswith("REFUSED UnsafeObjectError 0 ") and f"refused entry {entry!r}" in line, line

@@ -292,7 +292,7 @@ class AggreVaTeD(SafeLoad, PPO):
             warnings.warn(
                 f"Expert {loaded.source} ({loaded.algo_name}) has no critic: AggreVaTeD scores the learner's actions by "
                 "their closeness to the expert's action (a Gaussian centred on it), a cloning signal with no cost-to-go; "
-                "it can reach the expert, not pass it (docs/algos/aggrevated.md, Experts)",
+                "it can reach the expert, not pass it (docs/algos/aggrevated.md, Policy-only experts)",
                 UserWarning,
                 stacklevel=2,
             )
