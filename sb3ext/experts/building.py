@@ -194,12 +194,12 @@ def vecnormalize_recipes() -> dict[tuple[str, str], Recipe]:
 
 
 # ------------------------------------------------------------------------------------------------ data fields
-def _scan(archive: CheckpointArchive, data: dict[str, Any], key: str) -> None:
+def scan_field(archive: CheckpointArchive, data: dict[str, Any], key: str) -> None:
     raw = archive.serialized(data, key)
     if raw is None:
         return
     source = f"{archive.path} [data: {key}]"
-    for module, name in _globals(raw, source):
+    for module, name in named_globals(raw, source):
         root = module.split(".")[0]
         if (root in ("builtins", "__builtin__") and name in _SCANNED_BUILTINS) or root in _SCANNED_MODULES:
             continue
@@ -211,7 +211,7 @@ def _scan(archive: CheckpointArchive, data: dict[str, Any], key: str) -> None:
         )
 
 
-def _globals(raw: bytes, source: str) -> list[tuple[str, str]]:
+def named_globals(raw: bytes, source: str) -> list[tuple[str, str]]:
     try:
         return pickle_globals(raw)
     except Exception as exc:  # pickletools raises ValueError and others on garbage
@@ -223,7 +223,7 @@ def _policy_class(archive: CheckpointArchive, data: dict[str, Any]) -> tuple[typ
     source = f"{archive.path} [data: policy_class]"
     if raw is None:
         raise ValueError(f"{source}: missing (an SB3 checkpoint stores its policy class there)")
-    refs = _globals(raw, source)
+    refs = named_globals(raw, source)
     policies = policy_allow_list()
     if len(refs) != 1 or refs[0] not in policies:
         shown = ", ".join(f"{m}.{n}" for m, n in refs) or "nothing"
@@ -237,7 +237,7 @@ def _policy_class(archive: CheckpointArchive, data: dict[str, Any]) -> tuple[typ
     return policy_class, algo_class
 
 
-def _space(archive: CheckpointArchive, data: dict[str, Any], key: str) -> spaces.Space:
+def read_space(archive: CheckpointArchive, data: dict[str, Any], key: str) -> spaces.Space:
     raw = archive.serialized(data, key)
     source = f"{archive.path} [data: {key}]"
     if raw is None:
@@ -248,7 +248,7 @@ def _space(archive: CheckpointArchive, data: dict[str, Any], key: str) -> spaces
     return space
 
 
-def _policy_kwargs(archive: CheckpointArchive, data: dict[str, Any]) -> dict[str, Any]:
+def read_policy_kwargs(archive: CheckpointArchive, data: dict[str, Any]) -> dict[str, Any]:
     raw = archive.serialized(data, "policy_kwargs")
     source = f"{archive.path} [data: policy_kwargs]"
     kwargs = (
@@ -299,7 +299,7 @@ def _flat_dim(space: spaces.Space) -> int:
     return int(math.prod(space.shape or (1,)))
 
 
-def _check_policy_kwargs(
+def check_policy_kwargs(
     kwargs: dict[str, Any],
     policy_class: type[BasePolicy],
     observation_space: spaces.Space,
@@ -394,7 +394,7 @@ def _weights_lower_bound(
 
 
 # ------------------------------------------------------------------------------------------------ the model
-def _check_state(expected: dict[str, th.Tensor], state: dict[str, th.Tensor | None], where: str) -> None:
+def check_state(expected: dict[str, th.Tensor], state: dict[str, th.Tensor | None], where: str) -> None:
     for name in state:
         if not re.fullmatch(r"[A-Za-z0-9_]+(\.[A-Za-z0-9_]+)*", name) or "__" in name:
             raise UnsafeObjectError(f"{where}: refused parameter name {name!r} (names may not walk attributes)")
@@ -429,10 +429,10 @@ def build_expert_model(path: Path, device: th.device | str = "cpu") -> BaseAlgor
             )
         for key in data:
             if key not in USED_FIELDS:
-                _scan(archive, data, key)
-        observation_space = _space(archive, data, "observation_space")
-        action_space = _space(archive, data, "action_space")
-        policy_kwargs = _policy_kwargs(archive, data)
+                scan_field(archive, data, key)
+        observation_space = read_space(archive, data, "observation_space")
+        action_space = read_space(archive, data, "action_space")
+        policy_kwargs = read_policy_kwargs(archive, data)
         gamma = _number(data, "gamma", 0.99, 0.0, 1.0, where)
         use_sde = bool(data.get("use_sde", False)) if isinstance(data.get("use_sde", False), bool) else None
         if use_sde is None:
@@ -441,7 +441,7 @@ def build_expert_model(path: Path, device: th.device | str = "cpu") -> BaseAlgor
         variables_entry = next((e for e in ("pytorch_variables.pth", "tensors.pth") if archive.has(e)), None)
         variables = archive.tensors(variables_entry) if variables_entry else {}
     policy_where = f"{path} [policy.pth]"
-    _check_policy_kwargs(policy_kwargs, policy_class, observation_space, action_space, state, f"{path} [data: policy_kwargs]")  # type: ignore[arg-type]
+    check_policy_kwargs(policy_kwargs, policy_class, observation_space, action_space, state, f"{path} [data: policy_kwargs]")  # type: ignore[arg-type]
     _check_numbers(algo_class, action_space, path)
     if algo_class is TD3:
         n_critics = len({k.split(".")[1] for k in state if k.startswith("critic.qf")})
@@ -473,7 +473,7 @@ def build_expert_model(path: Path, device: th.device | str = "cpu") -> BaseAlgor
     expected = model.policy.state_dict()
     if algo_class.__name__ == "ARS":
         state = _legacy_ars_names(state, expected)
-    _check_state(expected, state, policy_where)
+    check_state(expected, state, policy_where)
     check_finite(state, policy_where)
     with th.no_grad():
         model.policy.load_state_dict({k: v for k, v in state.items() if v is not None}, strict=True)

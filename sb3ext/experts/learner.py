@@ -33,13 +33,13 @@ from stable_baselines3.common.utils import ConstantSchedule, FloatSchedule, Line
 
 from sb3ext.common.serialization import Recipe, UnsafeObjectError, restricted_loads
 from sb3ext.experts.building import (
-    _check_policy_kwargs,
-    _check_state,
-    _globals,
-    _policy_kwargs,
-    _scan,
-    _space,
     check_finite,
+    check_policy_kwargs,
+    check_state,
+    named_globals,
+    read_policy_kwargs,
+    read_space,
+    scan_field,
 )
 from sb3ext.experts.checkpoint import CheckpointArchive
 
@@ -113,7 +113,7 @@ def _class_field(archive: CheckpointArchive, data: dict[str, Any], key: str, all
     source = f"{archive.path} [data: {key}]"
     if raw is None:
         raise ValueError(f"{source}: missing or not a serialized class")
-    refs = _globals(raw, source)
+    refs = named_globals(raw, source)
     if len(refs) != 1 or refs[0] not in allowed:
         shown = ", ".join(f"{m}.{n}" for m, n in refs) or "nothing"
         names = ", ".join(sorted(f"{m}.{n}" for m, n in allowed))
@@ -226,9 +226,9 @@ def load_learner(
                 )
         aliases = {(c.__module__, c.__qualname__): c for c in cls.policy_aliases.values()}
         policy_class = _class_field(archive, data, "policy_class", aliases)
-        observation_space = _space(archive, data, "observation_space")
-        action_space = _space(archive, data, "action_space")
-        policy_kwargs = _policy_kwargs(archive, data)
+        observation_space = read_space(archive, data, "observation_space")
+        action_space = read_space(archive, data, "action_space")
+        policy_kwargs = read_policy_kwargs(archive, data)
         fields: dict[str, Any] = {}
         for key, value in data.items():
             field_where = f"{where} field {key}"
@@ -245,7 +245,7 @@ def load_learner(
                 fields[key] = None if raw is None else _class_field(archive, data, key, rollout_buffers)
             elif key in ARRAY_FIELDS:
                 if raw is not None:
-                    _scan(archive, data, key)  # dropped: learn() starts from a reset of the env the caller gives
+                    scan_field(archive, data, key)  # dropped: learn() starts from a reset of the env the caller gives
             elif key in EPISODE_FIELDS:
                 episodes = [] if raw is None else restricted_loads(raw, field_where, spaces=False)
                 if not isinstance(episodes, list):
@@ -258,7 +258,7 @@ def load_learner(
             elif key in ("tensorboard_log", "device", "env", "expert"):
                 continue  # from the caller only
             elif raw is not None:
-                _scan(archive, data, key)  # names only allowed modules, and is dropped
+                scan_field(archive, data, key)  # names only allowed modules, and is dropped
             else:
                 fields[key] = _plain(value, field_where, key in getattr(cls, "infinite_fields", ()))
         _check_sizes({**fields, **kwargs}, observation_space, action_space, where)
@@ -277,7 +277,7 @@ def load_learner(
         if force_reset:
             fields["_last_obs"] = None
         fields["n_envs"] = env.num_envs
-    _check_policy_kwargs(policy_kwargs, policy_class, observation_space, action_space, state, f"{path} [data: policy_kwargs]")  # type: ignore[arg-type]
+    check_policy_kwargs(policy_kwargs, policy_class, observation_space, action_space, state, f"{path} [data: policy_kwargs]")  # type: ignore[arg-type]
     model = cls(policy=policy_class, env=env, device=device, _init_setup_model=False)  # type: ignore[call-arg]
     defaults = dict(vars(model))
     known = set(defaults) | {"n_envs"}  # set from the env, or from the file without one
@@ -300,7 +300,7 @@ def load_learner(
         model._setup_model()
     except (TypeError, ValueError, AssertionError, RuntimeError) as exc:
         raise ValueError(f"{where}: the model its fields describe cannot be built ({type(exc).__name__}: {exc})") from None
-    _check_state(model.policy.state_dict(), state, f"{path} [policy.pth]")
+    check_state(model.policy.state_dict(), state, f"{path} [policy.pth]")
     check_finite(state, f"{path} [policy.pth]")
     try:
         parameters: dict[str, Any] = {"policy": state, **optimizers}
