@@ -14,9 +14,11 @@ import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import gymnasium as gym
 import numpy as np
 import yaml
 
@@ -78,15 +80,21 @@ def references(task: Task, episodes: int, seed: int, cache: Path) -> dict[str, f
     from sb3ext.callbacks import episode_returns
     from sb3ext.experts import load_expert
 
-    refs: dict[str, float] = {"random": float(np.mean(episode_returns(task.env, None, episodes, seed)[0]))}
+    kwargs = task.make_kwargs
+
+    def plain_env(env_id: str) -> gym.Env:
+        return gym.make(env_id, **kwargs)
+
+    random_returns = episode_returns(task.env, None, episodes, seed, plain_env)[0]
+    refs: dict[str, float] = {"random": float(np.mean(random_returns))}
     reference = task.expert_reference()
     if reference is not None:
         if task.expert_observes_state:
             expert = load_expert(reference)
-            returns = episode_returns(task.env, expert, episodes, seed, observe_state=True)[0]
+            returns = episode_returns(task.env, expert, episodes, seed, plain_env, observe_state=True)[0]
         else:
             expert = load_expert(reference, env_id=task.env)
-            returns = episode_returns(task.env, expert, episodes, seed, expert.make_env)[0]
+            returns = episode_returns(task.env, expert, episodes, seed, lambda env: expert.make_env(env, **kwargs))[0]
         refs.update(expert=float(np.mean(returns)), expert_std=float(np.std(returns)))
     cache.parent.mkdir(parents=True, exist_ok=True)
     cache.write_text(json.dumps(refs))
@@ -130,6 +138,7 @@ def zoo_train(job: Job, folder: Path) -> dict[str, Any]:
         sys.executable, "-m", "rl_zoo3.train", "--algo", method.algo, "--env", task.env, "--seed", str(job.seed),
         "-n", str(method.budget), "--eval-freq", "-1", "-f", str(folder / "logs"), "--num-threads", "1",
         "--device", "cpu", "--log-interval", "-2", *conf,
+        *(["--env-kwargs", *(f"{k}:{v!r}" for k, v in task.env_kwargs)] if task.env_kwargs else []),
         "--hyperparams", *expert, *method.zoo_hyperparams(), callback,
     ]  # fmt: skip
     started = time.time()
@@ -176,8 +185,9 @@ def evaluate_checkpoints(job: Job, folder: Path, started: float) -> dict[str, An
 
     cache = folder / "eval.json"
     done = {row["steps"]: row for row in map(json.loads, cache.read_text().splitlines())} if cache.exists() else {}
-    config = next(folder.glob("logs/*/*/*/config.yml"))
-    frame_stack = int(dict(yaml.load(config.read_text(), Loader=yaml.UnsafeLoader)).get("frame_stack", 0) or 0)  # our run
+    config = dict(yaml.load(next(folder.glob("logs/*/*/*/config.yml")).read_text(), Loader=yaml.UnsafeLoader))  # our run
+    frame_stack = int(config.get("frame_stack", 0) or 0)
+    make_env = learner_env_maker(job.task, config)
     checkpoints = sorted(folder.glob("checkpoints/rl_model_*_steps.zip"), key=lambda p: int(p.stem.split("_")[2]))
     for checkpoint in checkpoints:
         steps = int(checkpoint.stem.split("_")[2])
@@ -185,16 +195,31 @@ def evaluate_checkpoints(job: Job, folder: Path, started: float) -> dict[str, An
             continue
         model = ALGOS[job.method.algo].load(checkpoint, device="cpu")
         stats = checkpoint.parent / f"rl_model_vecnormalize_{steps}_steps.pkl"
-        norm = VecNormalize.load(str(stats), make_vec_env(job.task.env, n_envs=1)) if stats.exists() else None
-        returns = episode_returns(
-            job.task.env, NormalizedLearner(model, norm), job.suite.episodes, job.suite.eval_seed, frame_stack=frame_stack
-        )[0]
+        venv = make_vec_env(lambda: make_env(job.task.env), n_envs=1)
+        norm = VecNormalize.load(str(stats), venv) if stats.exists() else None
+        learner = NormalizedLearner(model, norm)
+        returns = episode_returns(job.task.env, learner, job.suite.episodes, job.suite.eval_seed, make_env, frame_stack)[0]
         done[steps] = {"steps": steps, "return": float(np.mean(returns)), "wall_s": checkpoint.stat().st_mtime - started}
         with open(cache, "a") as handle:
             handle.write(json.dumps(done[steps]) + "\n")
         print(f"  {job.key}: {steps:>8,} steps  return {done[steps]['return']:8.1f}", flush=True)
     rows = [done[s] for s in sorted(done)]
     return {"steps": [r["steps"] for r in rows], "returns": [r["return"] for r in rows], "wall_s": [r["wall_s"] for r in rows]}
+
+
+def learner_env_maker(task: Task, config: dict[str, Any]) -> Callable[[str], gym.Env]:
+    """Builds the env a run's learner acts in: the task's ``env_kwargs`` and the ``env_wrapper`` its zoo config.yml
+    names (the zoo's own reader of that key)."""
+    from rl_zoo3.utils import get_wrapper_class
+
+    wrapper = get_wrapper_class(config)
+    kwargs = task.make_kwargs
+
+    def make(env_id: str) -> gym.Env:
+        env = gym.make(env_id, **kwargs)
+        return wrapper(env) if wrapper is not None else env
+
+    return make
 
 
 def imitation_env(env: str) -> str:

@@ -22,7 +22,7 @@ IMITATION_METHODS = {"imitation_dagger": "dagger", "imitation_bc": "bc"}
 EXPERT_ALGOS = {"aggrevated", "dagger"}
 
 SUITE_KEYS = {"about", "seeds", "episodes", "eval_seed", "tasks"}
-TASK_KEYS = {"env", "expert", "expert_observes_state", "zoo_entry", "goal", "methods"}
+TASK_KEYS = {"env", "env_kwargs", "expert", "expert_observes_state", "zoo_entry", "goal", "methods"}
 METHOD_KEYS = {"algo", "budget", "save_every", "hyperparams", "net_arch"}
 
 
@@ -64,6 +64,11 @@ class Task:
     expert_observes_state: bool = False
     zoo_entry: str | None = None  # the zoo's RL entry to use for this env (e.g. HalfCheetah-v4 for HalfCheetah-v5)
     goal: float | None = None  # the threshold of a task without an expert
+    env_kwargs: tuple[tuple[str, Any], ...] = ()  # gym.make's keyword arguments, for every run and every evaluation
+
+    @property
+    def make_kwargs(self) -> dict[str, Any]:
+        return dict(self.env_kwargs)
 
     def expert_reference(self) -> str | None:
         """The expert as ``load_expert`` takes it: a shipped name, else a folder under the shared experts."""
@@ -161,6 +166,11 @@ def _task(where: str, name: str, spec: Any) -> Task:
     if expert is None and needs_expert:
         raise SuiteError(f"{where}: methods {needs_expert} learn from an expert, but the task names no 'expert'")
     goal = spec.get("goal")
+    env_kwargs = spec.get("env_kwargs") or {}
+    if not isinstance(env_kwargs, dict) or not all(
+        isinstance(k, str) and isinstance(v, (bool, int, float, str)) for k, v in env_kwargs.items()
+    ):
+        raise SuiteError(f"{where}.env_kwargs: {env_kwargs!r}; allowed: a mapping of names to numbers, booleans or strings")
     if expert is None and goal is None:
         raise SuiteError(f"{where}: a task without an 'expert' needs a 'goal' (the return its threshold is)")
     return Task(
@@ -171,6 +181,7 @@ def _task(where: str, name: str, spec: Any) -> Task:
         expert_observes_state=bool(spec.get("expert_observes_state", False)),
         zoo_entry=spec.get("zoo_entry"),
         goal=None if goal is None else float(goal),
+        env_kwargs=tuple(sorted(env_kwargs.items())),
     )
 
 

@@ -13,7 +13,7 @@ from benchmarks import job_queue as queue
 from benchmarks.__main__ import main
 from benchmarks.report import held_cell, steps_cell, summarise, threshold_of
 from benchmarks.suite import SuiteError, Task, get_suite, load_suites
-from tests.conftest import shared_expert
+from tests.conftest import needs, shared_expert
 
 PENDULUM = {"expert": "sac/Pendulum-v1_1", "methods": {"aggrevated": {"budget": 512, "save_every": 256}}}
 
@@ -34,6 +34,19 @@ def test_every_suite_loads_and_names_experts_that_exist():
                 shared_expert(task.expert)
 
 
+def test_env_kwargs_reach_the_learners_evaluation_env_with_its_wrapper():
+    """An Ant task: the learner's evaluation env is Ant-v4 with the task's contact forces, wrapped as its zoo
+    config.yml says (the time feature): 111 + 1 numbers, as the shared PPO expert sees them."""
+    from benchmarks.runs import learner_env_maker
+
+    needs("mujoco")
+    task = load_suites()["any_expert"].tasks["ppo-Ant"]
+    assert task.make_kwargs == {"use_contact_forces": True}
+    make = learner_env_maker(task, {"env_wrapper": "sb3_contrib.common.wrappers.TimeFeatureWrapper"})
+    assert make(task.env).observation_space.shape == (112,)
+    assert learner_env_maker(task, {})(task.env).observation_space.shape == (111,)
+
+
 @pytest.mark.parametrize(
     "suite, message",
     [
@@ -47,6 +60,10 @@ def test_every_suite_loads_and_names_experts_that_exist():
         ),
         ({"s": {"tasks": {"P": {"expert": "e", "methods": {"ppo": {"budget": -5, "save_every": 1}}}}}}, "not a positive"),
         ({"s": {"seeds": "0", "tasks": {"Pendulum-v1": PENDULUM}}}, "s.seeds: expected a list"),
+        (
+            {"s": {"tasks": {"Pendulum-v1": {**PENDULUM, "env_kwargs": {"g": [1]}}}}},
+            "env_kwargs: {'g': [1]}; allowed: a mapping of names to numbers, booleans or strings",
+        ),
     ],
 )
 def test_a_bad_suite_names_the_key_and_what_is_allowed(tmp_path, suite, message):

@@ -6,6 +6,7 @@ import base64
 import json
 import os
 import pickle
+import re
 import shutil
 import zipfile
 from pathlib import Path
@@ -582,6 +583,28 @@ def test_mismatched_mujoco_expert_names_both_envs() -> None:
     with pytest.raises(ValueError, match=r"expert observation space Box\(shape=\(11,\).*environment observation space Box\(shape=\(17,\)"
                                          r".*trained on Hopper-v3, not HalfCheetah-v5"):  # fmt: skip
         expert.check_spaces(env.observation_space, env.action_space, "HalfCheetah-v5")
+
+
+@pytest.mark.parametrize(
+    "folder,env_id,fits",
+    [
+        ("a2c/Ant-v3_1", "Ant-v5", "Ant-v4 with {'use_contact_forces': True} (env kwargs: --env-kwargs, or env_kwargs in"),
+        ("ppo/Ant-v3_1", "Ant-v4", "Ant-v4 with {'use_contact_forces': True}"),  # through its TimeFeatureWrapper
+        ("a2c/Humanoid-v3_1", "Humanoid-v5", "Humanoid-v4"),
+    ],
+)
+def test_a_zoo_v3_expert_on_the_wrong_layout_names_the_version_and_kwargs_that_fit(
+    folder: str, env_id: str, fits: str
+) -> None:
+    needs("mujoco")
+    expert = load_expert(shared_expert(folder))
+    env = gym.make(env_id)
+    with pytest.raises(ValueError, match=re.escape(f"not {env_id}; its observations fit {fits}")):
+        expert.check_spaces(env.observation_space, env.action_space, env_id)
+    fitting = gym.make(*fits.split(" with ")[:1], **({"use_contact_forces": True} if "contact" in fits else {}))
+    for wrapper, kwargs in expert.wrapper_classes():
+        fitting = wrapper(fitting, **kwargs)
+    expert.check_spaces(fitting.observation_space, fitting.action_space, fitting.spec.id)  # the hint is right
 
 
 @pytest.mark.parametrize(

@@ -138,11 +138,17 @@ def check_inside(files: ExpertFiles, root: Path) -> None:
 def describe_space(space: spaces.Space) -> str:
     """A short description of a space for error messages: a Box's shape and bounds (one number if uniform)."""
     if isinstance(space, spaces.Box):
-        low, high = np.unique(space.low), np.unique(space.high)
-        bounds = (
-            f"low={low[0] if low.size == 1 else space.low.tolist()}, high={high[0] if high.size == 1 else space.high.tolist()}"
-        )
-        return f"Box(shape={space.shape}, {bounds})"
+
+        def bound(values: np.ndarray) -> str:
+            unique = np.unique(values)
+            if unique.size == 1:
+                return str(unique[0])
+            if unique.size <= 4:  # e.g. -inf everywhere but a time feature's 0
+                return "{" + ", ".join(str(v) for v in unique) + "}"
+            flat = values.ravel().tolist()
+            return str(flat[:8])[:-1] + (", ...]" if len(flat) > 8 else "]")
+
+        return f"Box(shape={space.shape}, low={bound(space.low)}, high={bound(space.high)})"
     return repr(space)
 
 
@@ -189,6 +195,42 @@ def trained_env_id(model_file: Path, hub_repo: str | None = None) -> str | None:
     else:
         candidate = model_file.stem
     return candidate if _ENV_ID.match(candidate) else None
+
+
+def fitting_layouts(expert: Expert, limit: int = 3) -> list[str]:
+    """The registered versions of the expert's env family whose observations (after the expert's own wrappers) fit
+    the expert, as is or with one boolean observation setting flipped: ``"Ant-v4 with {'use_contact_forces': True}"``.
+    For the error of an expert trained on another version (the zoo's ``-v3`` MuJoCo experts); builds each candidate."""
+    import inspect
+
+    import gymnasium as gym
+    from gymnasium.envs.registration import load_env_creator
+
+    if expert.env_id is None:
+        return []
+    family = re.sub(r"-v\d+$", "", expert.env_id)
+    found: list[str] = []
+    for env_id in sorted(k for k in gym.registry if re.fullmatch(re.escape(family) + r"-v\d+", k)):
+        entry_point = gym.registry[env_id].entry_point
+        try:
+            creator = load_env_creator(entry_point) if isinstance(entry_point, str) else entry_point
+            parameters = inspect.signature(creator).parameters if creator is not None else {}
+        except (ImportError, AttributeError, TypeError, ValueError):  # mujoco-py -v3 envs, and the like
+            continue
+        flips = [{name: not p.default} for name, p in parameters.items()
+                 if isinstance(p.default, bool) and ("observation" in name or "contact" in name)]  # fmt: skip
+        for kwargs in [{}, *flips]:
+            try:
+                env = expert.make_env(env_id, **kwargs)
+            except Exception:  # noqa: BLE001 - a candidate that cannot be built does not fit
+                continue
+            fits = spaces_match(expert.observation_space, env.observation_space, within=True) and spaces_match(
+                expert.action_space, env.action_space
+            )
+            env.close()
+            if fits:
+                found.append(env_id + (f" with {kwargs}" if kwargs else ""))
+    return found[:limit]
 
 
 class Expert:
@@ -323,6 +365,10 @@ class Expert:
                     hint = f"; the expert was trained with env_wrapper {self.env_wrapper!r}: add it to the hyperparameters"
                 if other_version:
                     hint += f"; it was trained on {self.env_id}, not {env_id}"
+                    fitting = fitting_layouts(self) if what == "observation" else []
+                    if fitting:
+                        how = " (env kwargs: --env-kwargs, or env_kwargs in the YAML entry)" if " with " in str(fitting) else ""
+                        hint += f"; its observations fit {' or '.join(fitting)}{how}"
                 raise ValueError(
                     f"Expert {self.source} does not fit this environment: expert {what} space {describe_space(mine)}, "
                     f"environment {what} space {describe_space(theirs)}{hint}"
