@@ -99,6 +99,21 @@ def check_atari_algorithm(algo: str, env_id: str, exp_module: ModuleType) -> Non
         )
 
 
+def expert_wrapper_to_adopt(algo: str, env_id: str, hyperparams: dict[str, Any]) -> Any:
+    """The expert's ``env_wrapper`` (from its config.yml) for a learner of sb3ext's whose hyperparameters name none
+    (the zoo's PPO experts of MuJoCo envs were trained with a ``TimeFeatureWrapper``): the learner's env gets it too,
+    so that the expert sees what it was trained on. None when the learner names its own, or the expert has none."""
+    if (algo not in ALGORITHMS and algo not in BASELINES) or "env_wrapper" in hyperparams or not hyperparams.get("expert"):
+        return None
+    from sb3ext.experts.expert import expert_config
+
+    wrapper = expert_config(hyperparams["expert"], env_id).get("env_wrapper")
+    if wrapper is not None:
+        check_wrapper_names({"env_wrapper": wrapper}, f"the expert's config.yml ({hyperparams['expert']})")
+        print(f"sb3ext: the expert was trained with env_wrapper {wrapper!r}; the learner's env gets it too")
+    return wrapper
+
+
 def patch_experiment_manager(exp_module: ModuleType) -> None:
     """Make ``ExperimentManager`` default to sb3ext's YAML file for sb3ext algorithms."""
     manager = exp_module.ExperimentManager
@@ -123,6 +138,19 @@ def patch_experiment_manager(exp_module: ModuleType) -> None:
 
     __init__._sb3ext_wrapped = True  # type: ignore[attr-defined]
     manager.__init__ = __init__
+
+    read = manager.read_hyperparameters
+
+    @functools.wraps(read)
+    def read_hyperparameters(self: Any) -> tuple[dict[str, Any], dict[str, Any]]:
+        hyperparams, saved = read(self)
+        wrapper = expert_wrapper_to_adopt(self.algo, self.env_name.gym_id, hyperparams)
+        if wrapper is not None:
+            hyperparams["env_wrapper"] = wrapper
+            saved = type(saved)(sorted({**saved, "env_wrapper": wrapper}.items()))  # enjoy replays it from config.yml
+        return hyperparams, saved
+
+    manager.read_hyperparameters = read_hyperparameters
 
     optimize = manager.hyperparameters_optimization
 

@@ -150,19 +150,24 @@ def test_train_enjoy_continue_through_the_zoo(fresh_venv: FreshVenv, tmp_path: P
 
 
 def test_mujoco_v5_from_a_v3_zoo_expert_through_the_zoo(wheel_venv: FreshVenv, tmp_path: Path) -> None:
-    """The YAML's MuJoCo entry with a zoo -v3 TQC expert on HalfCheetah-v5: trains (saying once which env the
-    expert was trained on) and replays without the expert."""
+    """The YAML's MuJoCo entry (no env_wrapper) with the zoo's -v3 PPO Walker2d expert, trained with a
+    TimeFeatureWrapper, on Walker2d-v5: the learner's env gets the expert's wrapper (said once, and saved in
+    config.yml), it trains (saying once which env the expert was trained on) and replays without the expert."""
     needs("mujoco")
-    expert = shared_expert("tqc/HalfCheetah-v3_1")
+    expert = shared_expert("ppo/Walker2d-v3_1")
     train = wheel_venv.run(
-        "-m", "rl_zoo3.train", "--algo", "aggrevated", "--env", "HalfCheetah-v5", "-f", "logs", "-n", "512", "--seed", "0",
+        "-m", "rl_zoo3.train", "--algo", "aggrevated", "--env", "Walker2d-v5", "-f", "logs", "-n", "512", "--seed", "0",
         "--eval-freq", "-1", "--hyperparams", f"expert:'{expert}'", cwd=tmp_path,
     )  # fmt: skip
     output = train.stdout + train.stderr
-    assert output.count("was trained on HalfCheetah-v3 and now acts on HalfCheetah-v5") == 1, output[-3000:]
-    assert (tmp_path / "logs" / "aggrevated" / "HalfCheetah-v5_1" / "HalfCheetah-v5.zip").is_file()
+    assert output.count("was trained on Walker2d-v3 and now acts on Walker2d-v5") == 1, output[-3000:]
+    wrapper = "sb3_contrib.common.wrappers.TimeFeatureWrapper"
+    assert output.count(f"the expert was trained with env_wrapper '{wrapper}'; the learner's env gets it too") == 1
+    run = tmp_path / "logs" / "aggrevated" / "Walker2d-v5_1"
+    assert (run / "Walker2d-v5.zip").is_file()
+    assert safe_yaml_load((run / "Walker2d-v5" / "config.yml").read_text())["env_wrapper"] == wrapper
     wheel_venv.run(  # fails the test on a non-zero exit (check=True)
-        "-m", "rl_zoo3.enjoy", "--algo", "aggrevated", "--env", "HalfCheetah-v5", "-f", "logs", "--exp-id", "1",
+        "-m", "rl_zoo3.enjoy", "--algo", "aggrevated", "--env", "Walker2d-v5", "-f", "logs", "--exp-id", "1",
         "-n", "1000", "--no-render", "--deterministic", cwd=tmp_path,
     )  # fmt: skip
 

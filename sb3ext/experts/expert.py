@@ -52,7 +52,14 @@ from sb3ext.experts.building import (
     trusted_load,
 )
 from sb3ext.experts.checkpoint import is_within
-from sb3ext.experts.references import check_sha256, download, hub_model_filename, parse_reference, trust_from_environment
+from sb3ext.experts.references import (
+    ExpertReference,
+    check_sha256,
+    download,
+    hub_model_filename,
+    parse_reference,
+    trust_from_environment,
+)
 
 #: Kinds of expert, by what they can answer.
 Q_CONTINUOUS = "q_continuous"  # SAC, TD3, DDPG, TQC: Q*(s, a)
@@ -222,7 +229,7 @@ def fitting_layouts(expert: Expert, limit: int = 3) -> list[str]:
         for kwargs in [{}, *flips]:
             try:
                 env = expert.make_env(env_id, **kwargs)
-            except Exception:  # noqa: BLE001 - a candidate that cannot be built does not fit
+            except Exception:  # a candidate that cannot be built does not fit
                 continue
             fits = spaces_match(expert.observation_space, env.observation_space, within=True) and spaces_match(
                 expert.action_space, env.action_space
@@ -367,7 +374,9 @@ class Expert:
                     hint += f"; it was trained on {self.env_id}, not {env_id}"
                     fitting = fitting_layouts(self) if what == "observation" else []
                     if fitting:
-                        how = " (env kwargs: --env-kwargs, or env_kwargs in the YAML entry)" if " with " in str(fitting) else ""
+                        how = (
+                            " (env kwargs: --env-kwargs, or env_kwargs in the YAML entry)" if " with " in str(fitting) else ""
+                        )
                         hint += f"; its observations fit {' or '.join(fitting)}{how}"
                 raise ValueError(
                     f"Expert {self.source} does not fit this environment: expert {what} space {describe_space(mine)}, "
@@ -650,15 +659,7 @@ def load_expert(
         return reference
     ref = parse_reference(reference)
     trust = trust_remote_code if trust_remote_code is not None else ref.trust_remote_code or trust_from_environment()
-    if ref.is_hub:
-        files = ExpertFiles(
-            model=download(ref.location, hub_model_filename(ref.location), ref.revision, required=True),  # type: ignore[arg-type]
-            config=download(ref.location, "config.yml", ref.revision, required=False),
-            vecnormalize=download(ref.location, "vec_normalize.pkl", ref.revision, required=False),
-        )
-        check_inside(files, hub_repo_cache(ref.location))
-    else:
-        files = find_expert_files(ref.location, env_id)
+    files = _expert_files(ref, env_id)
     check_sha256(files.model, ref.sha256)
     config = read_config(files.config)
     if trust:
@@ -671,6 +672,26 @@ def load_expert(
     source = str(ref) if ref.is_hub else str(files.model)
     trained_on = trained_env_id(files.model, ref.location if ref.is_hub else None)  # type: ignore[arg-type]
     return Expert(model, source=source, config=config, normalization=normalization, env_id=trained_on)
+
+
+def _expert_files(ref: ExpertReference, env_id: str | None) -> ExpertFiles:
+    if ref.is_hub:
+        files = ExpertFiles(
+            model=download(ref.location, hub_model_filename(ref.location), ref.revision, required=True),  # type: ignore[arg-type]
+            config=download(ref.location, "config.yml", ref.revision, required=False),
+            vecnormalize=download(ref.location, "vec_normalize.pkl", ref.revision, required=False),
+        )
+        check_inside(files, hub_repo_cache(ref.location))
+        return files
+    return find_expert_files(ref.location, env_id)
+
+
+def expert_config(reference: str | os.PathLike[str] | dict[str, Any] | Expert, env_id: str | None = None) -> dict[str, Any]:
+    """The zoo hyperparameters an expert was trained with (its ``config.yml``, read safely; ``{}`` if it has none),
+    without building its model."""
+    if isinstance(reference, Expert):
+        return dict(reference.config)
+    return read_config(_expert_files(parse_reference(reference), env_id).config)
 
 
 def hub_repo_cache(repo_id: str) -> Path:
