@@ -50,6 +50,12 @@ def rollout(env_id: str, seed: int, steps: int = 120) -> tuple[np.ndarray, np.nd
             obs, _ = env.reset()
             observations.append(obs)
     env.close()
+    if isinstance(obs, dict):  # a Dict observation: every key, flattened side by side
+        return (
+            np.stack([np.concatenate([o[k].ravel().astype(np.float64) for k in sorted(o)]) for o in observations]),
+            np.asarray(rewards),
+            dones,
+        )
     return np.stack(observations), np.asarray(rewards), dones
 
 

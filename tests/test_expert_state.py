@@ -225,3 +225,49 @@ def test_evaluation_stacks_frames_as_vec_frame_stack_and_feeds_a_state_expert_th
     expert = load_expert("shipped:ppo/sb3ext-CartPole-v0_1")
     returns, _ = episode_returns("sb3ext/CartPolePixels-v1", expert, 2, seed=50_000, observe_state=True)
     assert returns.min() >= 400, returns  # 500 here; random ~20
+
+
+def test_evaluation_stacks_a_dict_observation_as_vec_frame_stack() -> None:
+    """sb3ext/BallPlatePixels-v1's Dict (camera frames and joint readings): every key stacked as VecFrameStack does."""
+    from sb3ext.callbacks.evaluation import StackedFrames
+
+    vec = VecFrameStack(make_vec_env("sb3ext/BallPlatePixels-v1", n_envs=1), 4)
+    single = StackedFrames(gym.make("sb3ext/BallPlatePixels-v1"), 4)
+    assert single.observation_space == vec.observation_space
+    assert single.observation_space["joints"].shape == (16,) and single.observation_space["camera"].shape == (84, 84, 4)
+    vec.seed(7)
+    stacked_vec = vec.reset()
+    stacked, _ = single.reset(seed=7)
+    for action in ([1.0, 0.0], [0.0, -1.0], [1.0, 1.0], [-1.0, 0.5]):
+        for key in ("camera", "joints"):
+            np.testing.assert_array_equal(stacked[key], stacked_vec[key][0])
+        stacked_vec, _, _, _ = vec.step(np.array([action], dtype=np.float32))
+        stacked, *_ = single.step(np.array(action, dtype=np.float32))
+    assert stacked["joints"][:4].any() and not np.array_equal(stacked["joints"][:4], stacked["joints"][-4:])
+
+
+def test_a_dict_learner_of_frames_and_joints_trains_from_the_state_expert_and_replays(tmp_path) -> None:
+    """sb3ext/BallPlatePixels-v1 with MultiInputPolicy: the aggregated states keep each key (frames uint8), the state
+    expert reads info["state"], DAgger's memory holds Dict states too, and the saved learner predicts the same."""
+    from sb3ext.algos.aggrevated.dagger import MatchedDAgger
+
+    env = VecFrameStack(make_vec_env("sb3ext/BallPlatePixels-v1", n_envs=2, seed=0), 4)
+    expert = "shipped:sac/sb3ext-BallPlateContinuous-v0_1"
+    model = AggreVaTeD("MultiInputPolicy", env, expert=expert, n_steps=16, batch_size=32, n_epochs=1, seed=0)
+    model.learn(64)
+    aggregation = model._aggregation
+    assert aggregation is not None and len(aggregation) == 64 and model._expert_reads_state
+    camera, joints = aggregation.learner_obs.arrays["camera"], aggregation.learner_obs.arrays["joints"]
+    assert camera.dtype == np.uint8 and camera.shape[1:] == (4, 84, 84) and joints.shape[1:] == (16,)  # channel-first (SB3)
+    assert np.abs(joints[:64]).sum() > 0 and camera[:64].any()
+    assert aggregation.expert_obs.shape[1:] == (8,)  # the state, not the frames
+    obs = env.reset()
+    actions, _ = model.predict(obs, deterministic=True)
+    model.save(tmp_path / "learner.zip")
+    np.testing.assert_array_equal(AggreVaTeD.load(tmp_path / "learner.zip").predict(obs, deterministic=True)[0], actions)
+
+    dagger = MatchedDAgger("MultiInputPolicy", env, expert=expert, expert_action_memory=100, n_steps=16, batch_size=32,
+                           n_epochs=1, seed=0)  # fmt: skip
+    dagger.learn(32)
+    stored, expert_actions = dagger._bc_memory.stored()
+    assert stored["camera"].shape == (32, 4, 84, 84) and expert_actions.shape == (32, 2)

@@ -216,3 +216,20 @@ def test_fields_the_class_allows_at_infinity_load_and_others_do_not(tmp_path: Pa
     rewrite(infinite_gamma, lambda data: data.update(gamma=float("inf")))
     with pytest.raises(ValueError, match=r"field gamma: inf; allowed: a finite number"):
         AggreVaTeD.load(infinite_gamma)
+
+
+def test_dict_observation_spaces_load_flat_and_bounded() -> None:
+    """A MultiInputPolicy learner's Dict space loads through the restricted unpickler; nesting, a non-text key or
+    more than 64 keys is refused in one line."""
+    from gymnasium import spaces
+
+    from sb3ext.common.serialization import restricted_loads
+
+    genuine = spaces.Dict({"camera": spaces.Box(0, 255, (4, 84, 84), np.uint8), "joints": spaces.Box(-1, 1, (16,))})
+    assert restricted_loads(pickle.dumps(genuine), "x") == genuine
+    nested = spaces.Dict({"inner": spaces.Dict({"a": spaces.Discrete(2)})})
+    too_many = spaces.Dict({f"k{i}": spaces.Discrete(2) for i in range(65)})
+    for space, message in ((nested, "entry 'inner': Dict; allowed"), (too_many, "allowed: 1 to 64 named spaces")):
+        with pytest.raises(ValueError, match=message) as refused:
+            restricted_loads(pickle.dumps(space), "x")
+        assert "\n" not in str(refused.value)

@@ -18,35 +18,37 @@ import numpy as np
 from stable_baselines3.common.callbacks import EvalCallback
 from stable_baselines3.common.env_util import make_vec_env
 from stable_baselines3.common.vec_env import VecEnv, VecNormalize
+from stable_baselines3.common.vec_env.stacked_observations import StackedObservations
 
 from sb3ext.common.expert_state import STATE_KEY
 from sb3ext.experts import Expert, load_expert
 
 
 class StackedFrames(gym.ObservationWrapper):
-    """The last ``n_stack`` observations concatenated on the last axis, as SB3's ``VecFrameStack`` stacks them (zeros
-    before the first observation of an episode), for a single env; evaluation replays a frame-stacked learner with it."""
+    """SB3's ``VecFrameStack`` for a single env (its ``StackedObservations``: the last ``n_stack`` observations on the
+    channel axis, zeros before the first of an episode; every key of a ``Dict`` space); evaluation replays a
+    frame-stacked learner with it."""
 
     def __init__(self, env: gym.Env, n_stack: int):
         super().__init__(env)
-        space = env.observation_space
-        if not isinstance(space, gym.spaces.Box):
-            raise ValueError(f"frame stacking needs a Box observation space, got {space}")
-        self.n_stack = n_stack
-        self.observation_space = gym.spaces.Box(
-            np.repeat(space.low, n_stack, axis=-1), np.repeat(space.high, n_stack, axis=-1), dtype=space.dtype
-        )
-        self._stacked = np.zeros(self.observation_space.shape, dtype=space.dtype)
-        self._depth = space.shape[-1]
+        self._stack = StackedObservations(1, n_stack, env.observation_space)  # type: ignore[arg-type]
+        self.observation_space = self._stack.stacked_observation_space
 
-    def reset(self, **kwargs: Any) -> tuple[np.ndarray, dict[str, Any]]:
-        self._stacked[...] = 0
-        return super().reset(**kwargs)
+    def reset(self, **kwargs: Any) -> tuple[Any, dict[str, Any]]:
+        obs, info = self.env.reset(**kwargs)
+        return _single(self._stack.reset(_batched(obs))), info
 
-    def observation(self, observation: np.ndarray) -> np.ndarray:
-        self._stacked = np.roll(self._stacked, -self._depth, axis=-1)
-        self._stacked[..., -self._depth :] = observation
-        return self._stacked.copy()
+    def observation(self, observation: Any) -> Any:
+        stacked, _ = self._stack.update(_batched(observation), np.zeros(1, dtype=bool), [{}])
+        return _single(stacked)
+
+
+def _batched(obs: Any) -> Any:
+    return {k: np.asarray(v)[None] for k, v in obs.items()} if isinstance(obs, dict) else np.asarray(obs)[None]
+
+
+def _single(obs: Any) -> Any:
+    return {k: v[0].copy() for k, v in obs.items()} if isinstance(obs, dict) else obs[0].copy()
 
 
 def episode_returns(

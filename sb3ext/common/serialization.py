@@ -414,6 +414,7 @@ def _space_attrs(name: str) -> frozenset[str]:
         "Discrete": lambda: gs.Discrete(2),
         "MultiDiscrete": lambda: gs.MultiDiscrete([2]),
         "MultiBinary": lambda: gs.MultiBinary(1),
+        "Dict": lambda: gs.Dict({"a": gs.Discrete(2)}),
     }[name]()
     return frozenset(vars(reference)) | _LEGACY_SPACE_ATTRS
 
@@ -501,12 +502,34 @@ def _multibinary_finish(inst: _Instance, source: str) -> Any:
     return gs.MultiBinary(list(shape) if len(shape) > 1 else shape[0])
 
 
+#: most keys of a Dict observation space
+MAX_DICT_KEYS = 64
+
+
+def _dict_finish(inst: _Instance, source: str) -> Any:
+    import gymnasium.spaces as gs
+
+    fields = _space_fields(inst, ("spaces", "seed"), source)
+    subspaces = fields.get("spaces")
+    if not isinstance(subspaces, dict) or not 0 < len(subspaces) <= MAX_DICT_KEYS:
+        raise ValueError(f"{source}: Dict space of {type(subspaces).__name__}; allowed: 1 to {MAX_DICT_KEYS} named spaces")
+    flat = (gs.Box, gs.Discrete, gs.MultiDiscrete, gs.MultiBinary)
+    for key, sub in subspaces.items():
+        if not isinstance(key, str) or len(key) > 64 or not isinstance(sub, flat):
+            raise ValueError(
+                f"{source}: Dict space entry {str(key)[:64]!r}: {type(sub).__name__}; allowed: text keys of Box, "
+                "Discrete, MultiDiscrete or MultiBinary spaces (no nesting)"
+            )
+    return gs.Dict(dict(subspaces))
+
+
 def _space_recipes(prefixes: Iterable[str] = ("gym.spaces", "gymnasium.spaces")) -> dict[str, Recipe]:
     finishers = {
         "Box": _box_finish,
         "Discrete": _discrete_finish,
         "MultiDiscrete": _multidiscrete_finish,
         "MultiBinary": _multibinary_finish,
+        "Dict": _dict_finish,
     }
     return {
         name: Recipe(f"space {name}", call=record_args, new=True, attrs=_space_attrs(name), finish=finish)

@@ -18,6 +18,7 @@ ENV_IDS: dict[str, tuple[str, int, dict]] = {
     "sb3ext/BallPlate-v0": (_PLATE, 500, {"continuous": False}),
     "sb3ext/BallPlateContinuous-v0": (_PLATE, 500, {"continuous": True}),
     "sb3ext/BallPlatePixels-v0": (_PLATE, 500, {"continuous": True, "obs_type": "pixels"}),
+    "sb3ext/BallPlatePixels-v1": (_PLATE, 500, {"continuous": True, "obs_type": "pixels_joints"}),
 }
 
 for _env_id, (_entry_point, _max_steps, _kwargs) in ENV_IDS.items():

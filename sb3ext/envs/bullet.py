@@ -177,10 +177,13 @@ class BulletEnv(gym.Env):
 
     metadata = {"render_modes": ["human", "rgb_array"], "render_fps": 50}
     PHYSICS_DT = 0.01
+    #: the part of the state a robot reads from its joint encoders (``obs_type="pixels_joints"``); None: not offered
+    JOINT_STATE: slice | None = None
 
     def __init__(self, obs_type: str, render_mode: str | None, supersample: int = 1, **positive: float):
-        if obs_type not in ("state", "pixels"):
-            raise ValueError(f"obs_type must be 'state' or 'pixels', got {obs_type!r}")
+        kinds = ("state", "pixels", "pixels_joints") if self.JOINT_STATE is not None else ("state", "pixels")
+        if obs_type not in kinds:
+            raise ValueError(f"obs_type must be one of {', '.join(map(repr, kinds))}, got {obs_type!r}")
         if not (isinstance(supersample, (int, np.integer)) and 1 <= supersample <= 8):
             raise ValueError(f"supersample must be an integer from 1 to 8, got {supersample!r}")
         if render_mode not in (None, *self.metadata["render_modes"]):
@@ -194,18 +197,26 @@ class BulletEnv(gym.Env):
         self.sim = BulletSim(render_mode, timestep=self.PHYSICS_DT)
 
     def _set_spaces(self, state_high: np.ndarray) -> None:
-        """``state_space`` (the physical state) and ``observation_space``: that state, or 84x84 grayscale frames."""
+        """``state_space`` (the physical state) and ``observation_space``: that state, 84x84 grayscale frames, or
+        (``pixels_joints``) a ``Dict`` of the frames (``camera``) and the joint part of the state (``joints``)."""
         self.state_space = gym.spaces.Box(-state_high, state_high, dtype=np.float32)
+        frames = gym.spaces.Box(0, 255, (PIXEL_SIZE, PIXEL_SIZE, 1), np.uint8)
         if self.obs_type == "state":
             self.observation_space: gym.spaces.Space = self.state_space
+        elif self.obs_type == "pixels":
+            self.observation_space = frames
         else:
-            self.observation_space = gym.spaces.Box(0, 255, (PIXEL_SIZE, PIXEL_SIZE, 1), np.uint8)
+            joints = gym.spaces.Box(-state_high[self.JOINT_STATE], state_high[self.JOINT_STATE], dtype=np.float32)
+            self.observation_space = gym.spaces.Dict({"camera": frames, "joints": joints})
 
-    def _observation(self, state: np.ndarray) -> np.ndarray:
+    def _observation(self, state: np.ndarray) -> Any:
         if self.obs_type == "state":
             return state
         size = PIXEL_SIZE * self.supersample
-        return to_grayscale(self._observation_camera(size), PIXEL_SIZE, self.supersample)
+        frame = to_grayscale(self._observation_camera(size), PIXEL_SIZE, self.supersample)
+        if self.obs_type == "pixels":
+            return frame
+        return {"camera": frame, "joints": state[self.JOINT_STATE].copy()}
 
     def _observation_camera(self, size: int) -> np.ndarray:
         """The RGB frame (size, size, 3) that pixel observations are made of; by default the rendering camera."""
@@ -214,7 +225,7 @@ class BulletEnv(gym.Env):
     def _info(self, state: np.ndarray) -> dict[str, Any]:
         """Pixel envs give the physical state in ``info["state"]`` (sb3ext's convention for an expert that observes
         the state while the learner sees frames: ``sb3ext.common.expert_state``)."""
-        return {STATE_KEY: state.copy()} if self.obs_type == "pixels" else {}
+        return {STATE_KEY: state.copy()} if self.obs_type != "state" else {}
 
     def _camera(self, width: int, height: int) -> np.ndarray:
         raise NotImplementedError

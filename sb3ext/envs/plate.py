@@ -12,7 +12,8 @@ from sb3ext.envs.bullet import BulletEnv
 
 class BulletBallPlateEnv(BulletEnv):
     """
-    Ball on a plate (``sb3ext/BallPlate-v0``, ``sb3ext/BallPlateContinuous-v0``, ``sb3ext/BallPlatePixels-v0``).
+    Ball on a plate (``sb3ext/BallPlate-v0``, ``sb3ext/BallPlateContinuous-v0``, ``sb3ext/BallPlatePixels-v0`` and
+    ``-v1``).
 
     A 0.5 m x 0.5 m plate (0.5 kg) sits on a two-axis gimbal whose joints ("tilt_x" about the world x axis,
     "tilt_y" about the gimbal's y axis) are limited to +-0.25 rad and viscously damped (2 N m s/rad), so a
@@ -26,14 +27,18 @@ class BulletBallPlateEnv(BulletEnv):
     Observation (``obs_type="state"``, float32): [tilt_x, tilt_y (rad), tilt_x rate, tilt_y rate (rad/s),
     ball x, ball y (m, from the plate's centre, world frame), ball x velocity, ball y velocity (m/s)].
     ``obs_type="pixels"``: an 84x84 grayscale frame (uint8, (84, 84, 1)) from an oblique camera, for
-    ``CnnPolicy`` with frame stacking.
+    ``CnnPolicy`` with frame stacking (``sb3ext/BallPlatePixels-v0``: its frames carry the plate's tilt rates and
+    the ball's velocity too coarsely to learn from, docs/benchmarks/history/pixels_state_plate.md).
+    ``obs_type="pixels_joints"`` (``sb3ext/BallPlatePixels-v1``): a ``Dict`` of that frame (``camera``) and the
+    plate's tilt angles and rates (``joints``, float32 (4,)), what a robot reads from its encoders, for
+    ``MultiInputPolicy``. Pixel observations put the state in ``info["state"]``.
 
     Reward per step: 1 - 0.5 (d / 0.25 m)^2 with d the ball's distance from the centre (between 0 and 1
     while the ball is on the plate). Terminated when the ball's centre leaves the plate (|x| or |y| >
     0.25 m) or drops below it; the time limit (500 steps = 10 s) is set in the registration.
 
     :param continuous: continuous torques instead of torque signs
-    :param obs_type: "state" or "pixels"
+    :param obs_type: "state", "pixels" or "pixels_joints"
     :param max_torque: torque magnitude in N m (per joint)
     :param render_mode: None, "rgb_array" or "human"
     """
@@ -43,6 +48,7 @@ class BulletBallPlateEnv(BulletEnv):
     SURFACE_Z = 0.01
     PHYSICS_DT = 0.005
     FRAME_SKIP = 4
+    JOINT_STATE = slice(0, 4)  # tilt angles and rates: what the gimbal's encoders give
 
     def __init__(
         self, continuous: bool = False, obs_type: str = "state", max_torque: float = 1.0, render_mode: str | None = None
@@ -68,7 +74,7 @@ class BulletBallPlateEnv(BulletEnv):
     def _camera(self, width: int, height: int) -> np.ndarray:
         return self.sim.render(width, height, target=(0.0, 0.0, 0.0), distance=0.62, yaw=0.0, pitch=-60.0, fov=60.0)
 
-    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[np.ndarray, dict[str, Any]]:
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[Any, dict[str, Any]]:
         super().reset(seed=seed)
         rng = self.np_random
         for joint, angle in zip(self.joints, rng.uniform(-0.02, 0.02, size=2)):
@@ -89,7 +95,7 @@ class BulletBallPlateEnv(BulletEnv):
         index = int(action)
         return [(index // 3 - 1) * self.max_torque, (index % 3 - 1) * self.max_torque]
 
-    def step(self, action: Any) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
+    def step(self, action: Any) -> tuple[Any, float, bool, bool, dict[str, Any]]:
         torques = self._torques(action)
         self.sim.step_with_torques(self.plate, self.joints, torques, self.FRAME_SKIP)
         state, ball_z = self._state()

@@ -237,14 +237,21 @@ def _policy_class(archive: CheckpointArchive, data: dict[str, Any]) -> tuple[typ
     return policy_class, algo_class
 
 
-def read_space(archive: CheckpointArchive, data: dict[str, Any], key: str) -> spaces.Space:
+def read_space(archive: CheckpointArchive, data: dict[str, Any], key: str, allow_dict: bool = False) -> spaces.Space:
+    """A checkpoint's space; ``allow_dict``: a ``Dict`` of flat spaces too (a learner's ``MultiInputPolicy``)."""
     raw = archive.serialized(data, key)
     source = f"{archive.path} [data: {key}]"
     if raw is None:
         raise ValueError(f"{source}: missing (an SB3 checkpoint stores its spaces there)")
     space = restricted_loads(raw, source)
-    if not isinstance(space, (spaces.Box, spaces.Discrete, spaces.MultiDiscrete, spaces.MultiBinary)):
-        raise ValueError(f"{source}: a {type(space).__name__}, not a Box, Discrete, MultiDiscrete or MultiBinary space")
+    flat = (spaces.Box, spaces.Discrete, spaces.MultiDiscrete, spaces.MultiBinary)
+    if not isinstance(space, flat) and not (allow_dict and isinstance(space, spaces.Dict)):
+        allowed = (
+            "Box, Discrete, MultiDiscrete, MultiBinary or Dict"
+            if allow_dict
+            else "Box, Discrete, MultiDiscrete or MultiBinary"
+        )
+        raise ValueError(f"{source}: a {type(space).__name__}, not a {allowed} space")
     return space
 
 
@@ -542,9 +549,9 @@ def _load_variables(model: BaseAlgorithm, variables: dict[str, th.Tensor | None]
             )
         if not bool(th.isfinite(value).all()):
             raise ValueError(f"{where}: {name} is not finite")
-        if name == "log_ent_coef" and float(value.abs().max()) > MAX_LOG_ENT_COEF:
+        if name == "log_ent_coef" and float(value.detach().abs().max()) > MAX_LOG_ENT_COEF:
             raise ValueError(
-                f"{where}: log_ent_coef {float(value.max()):.3g}; allowed: at most {MAX_LOG_ENT_COEF} in size "
+                f"{where}: log_ent_coef {float(value.detach().max()):.3g}; allowed: at most {MAX_LOG_ENT_COEF} in size "
                 "(its exponential, the entropy coefficient, must stay finite)"
             )
         with th.no_grad():

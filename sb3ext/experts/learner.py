@@ -143,7 +143,8 @@ def _check_sizes(fields: dict[str, Any], observation_space: spaces.Space, action
         value = fields.get(key)
         if value is not None and (isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= limit):
             raise ValueError(f"{where} field {key}: {value!r}; allowed: an integer in [0, {limit}]")
-    obs = math.prod(observation_space.shape or (1,))
+    parts = observation_space.spaces.values() if isinstance(observation_space, spaces.Dict) else [observation_space]
+    obs = sum(math.prod(part.shape or (1,)) for part in parts)
     act = math.prod(action_space.shape or (1,))
     steps = fields.get("n_steps") or 1
     envs = fields.get("n_envs") or 1
@@ -226,7 +227,7 @@ def load_learner(
                 )
         aliases = {(c.__module__, c.__qualname__): c for c in cls.policy_aliases.values()}
         policy_class = _class_field(archive, data, "policy_class", aliases)
-        observation_space = read_space(archive, data, "observation_space")
+        observation_space = read_space(archive, data, "observation_space", allow_dict=True)
         action_space = read_space(archive, data, "action_space")
         policy_kwargs = read_policy_kwargs(archive, data)
         fields: dict[str, Any] = {}

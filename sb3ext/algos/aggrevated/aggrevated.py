@@ -20,7 +20,7 @@ from stable_baselines3.common.utils import explained_variance, obs_as_tensor
 from stable_baselines3.common.vec_env import VecEnv
 from torch.nn import functional as F
 
-from sb3ext.algos.aggrevated.buffers import StateAggregationBuffer
+from sb3ext.algos.aggrevated.buffers import StateAggregationBuffer, batch_size_of, observation_layout, select
 from sb3ext.algos.aggrevated.estimators import (
     Estimator,
     ImitationMetrics,
@@ -34,6 +34,7 @@ from sb3ext.algos.aggrevated.low_signal import LowSignalMonitor
 from sb3ext.algos.aggrevated.policies import (
     CnnPolicy,
     MlpPolicy,
+    MultiInputPolicy,
     distribution_and_values,
     log_std_floor_of,
     to_channels_last,
@@ -138,6 +139,7 @@ class AggreVaTeD(SafeLoad, PPO):
     policy_aliases: ClassVar[dict[str, type[BasePolicy]]] = {
         "MlpPolicy": MlpPolicy,
         "CnnPolicy": CnnPolicy,
+        "MultiInputPolicy": MultiInputPolicy,
     }
 
     def __init__(
@@ -243,8 +245,7 @@ class AggreVaTeD(SafeLoad, PPO):
     def _check_hyperparameters(self) -> None:
         if not isinstance(self.action_space, (spaces.Box, spaces.Discrete)):
             raise ValueError(f"AggreVaTeD supports Box and Discrete action spaces, not {self.action_space}")
-        if isinstance(self.observation_space, spaces.Dict):
-            raise ValueError("AggreVaTeD does not support Dict observation spaces")
+        observation_layout(self.observation_space)  # a Dict of Box spaces at most (raises naming the space)
         for name, (integer, low, high, allowed) in _RANGES.items():
             value = getattr(self, name)
             if (integer and int(value) != value) or not low <= float(value) <= high:
@@ -305,17 +306,18 @@ class AggreVaTeD(SafeLoad, PPO):
             device=self.device,
             expert_cap=bool(self.expert_cap),
         )
+        learner_shape, learner_dtype = observation_layout(self.observation_space)
         self._aggregation = StateAggregationBuffer(
             self.aggregation_window,
             self.n_steps * self.n_envs,
-            self.observation_space.shape,  # type: ignore[arg-type]
+            learner_shape,
             loaded.observation_space.shape,  # type: ignore[arg-type]
             reservoir=int(self.aggregation_reservoir),
             falls=int(self.aggregation_falls),
             fall_steps=FALL_STEPS,
             n_envs=self.n_envs,
             rng=np.random.default_rng(None if self.seed is None else [self.seed, 1]),  # not the roll-in's stream
-            learner_dtype=self.observation_space.dtype,
+            learner_dtype=learner_dtype,
             expert_dtype=loaded.obs_dtype,
         )
 
@@ -539,7 +541,7 @@ class AggreVaTeD(SafeLoad, PPO):
         view = learner_view(observation_normalizer(self.env), self.observation_space.dtype)
         assert estimator is not None
         learner_obs, scores, stats = estimator.samples(self.policy, self._aggregation, view)
-        n_states = len(learner_obs)
+        n_states = batch_size_of(learner_obs)
         update_start = time.perf_counter()
         timings = {**self._timings, "scoring_s": update_start - scoring_start}
 
@@ -563,7 +565,9 @@ class AggreVaTeD(SafeLoad, PPO):
             for start in range(0, n_states, self.batch_size):
                 idx = permutation[start : start + self.batch_size]
                 value_idx = th.randint(n_rollout, (value_batch,), device=self.device)
-                distribution, values = distribution_and_values(self.policy, learner_obs[idx], rollout.observations[value_idx])
+                distribution, values = distribution_and_values(
+                    self.policy, select(learner_obs, idx), select(rollout.observations, value_idx)
+                )
                 terms = surrogate_terms(scores, idx, distribution, clip_range, self.action_space, self.device, bc_margin)
                 value_loss = F.mse_loss(rollout.returns[value_idx], values)
                 # the trust region guards the critic-driven update; cloning has a fixed target and may move further

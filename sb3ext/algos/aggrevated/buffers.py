@@ -6,6 +6,52 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+from gymnasium import spaces
+
+
+class DictObs:
+    """Observations of a ``Dict`` space stored as one array per key, indexed like one array: ``store[idx]`` is a dict
+    of the keys' rows, ``store[idx] = {key: rows}`` writes each key's rows."""
+
+    def __init__(self, arrays: dict[str, np.ndarray]):
+        self.arrays = arrays
+
+    def __getitem__(self, idx: Any) -> dict[str, np.ndarray]:
+        return {key: array[idx] for key, array in self.arrays.items()}
+
+    def __setitem__(self, idx: Any, value: dict[str, np.ndarray]) -> None:
+        for key, array in self.arrays.items():
+            array[idx] = value[key]
+
+    def __len__(self) -> int:
+        return len(next(iter(self.arrays.values())))
+
+
+def obs_store(leading: tuple[int, ...], shape: Any, dtype: Any) -> Any:
+    """Zeros for observations of ``shape`` (a tuple, or a dict of tuples for a ``Dict`` space, with a dict of dtypes)
+    after the ``leading`` axes: an array, or a :class:`DictObs`."""
+    if isinstance(shape, dict):
+        return DictObs({key: np.zeros((*leading, *shape[key]), dtype=dtype[key]) for key in shape})
+    return np.zeros((*leading, *shape), dtype=dtype)
+
+
+def observation_layout(space: spaces.Space) -> tuple[Any, Any]:
+    """(shape, dtype) of one observation of ``space``, as :func:`obs_store` takes them: dicts for a ``Dict`` space."""
+    if isinstance(space, spaces.Dict):
+        if not all(isinstance(sub, spaces.Box) for sub in space.spaces.values()):
+            raise ValueError(f"AggreVaTeD: Dict observations of Box spaces only, got {space}")
+        return {k: sub.shape for k, sub in space.spaces.items()}, {k: sub.dtype for k, sub in space.spaces.items()}
+    return space.shape, space.dtype
+
+
+def batch_size_of(obs: Any) -> int:
+    """The number of observations in a batch (an array, or a dict of arrays)."""
+    return len(next(iter(obs.values()))) if isinstance(obs, dict) else len(obs)
+
+
+def select(obs: Any, idx: Any) -> Any:
+    """Rows ``idx`` of a batch of observations (an array or tensor, or a dict of them)."""
+    return {key: value[idx] for key, value in obs.items()} if isinstance(obs, dict) else obs[idx]
 
 
 def reservoir_slots(seen: int, n: int, capacity: int, rng: np.random.Generator) -> np.ndarray:
@@ -38,11 +84,13 @@ class StateAggregationBuffer:
 
     :param window: number of roll-ins kept
     :param states_per_rollout: states added per roll-in (``n_steps * n_envs``)
-    :param learner_shape: shape of one learner observation
+    :param learner_shape: shape of one learner observation (a dict of shapes for a ``Dict`` space, see
+        :func:`observation_layout`)
     :param expert_shape: shape of one expert observation
     :param reservoir: number of older states kept (0: none)
     :param rng: the reservoir's random generator
-    :param learner_dtype: dtype of the learner's observations (frames stay ``uint8``: a quarter of float32's memory)
+    :param learner_dtype: dtype of the learner's observations (frames stay ``uint8``: a quarter of float32's memory; a
+        dict of dtypes for a ``Dict`` space)
     :param falls: number of states before terminations kept (0: none)
     :param fall_steps: how many of the last states of a terminated episode are kept
     :param n_envs: number of envs (one history of recent states each; needed with ``falls``)
@@ -53,7 +101,7 @@ class StateAggregationBuffer:
         self,
         window: int,
         states_per_rollout: int,
-        learner_shape: tuple[int, ...],
+        learner_shape: Any,
         expert_shape: tuple[int, ...],
         reservoir: int = 0,
         rng: np.random.Generator | None = None,
@@ -69,7 +117,7 @@ class StateAggregationBuffer:
         self.falls = falls
         # window in [0, capacity), reservoir in [capacity, capacity + reservoir), falls after them
         total = self.capacity + reservoir + falls
-        self.learner_obs = np.zeros((total, *learner_shape), dtype=learner_dtype)
+        self.learner_obs = obs_store((total,), learner_shape, learner_dtype)
         self.expert_obs = np.zeros((total, *expert_shape), dtype=expert_dtype)
         self.pos = 0
         self.size = 0
@@ -81,14 +129,14 @@ class StateAggregationBuffer:
         self.n_falls = 0  # terminated episodes whose last states were kept
         # per env, its latest `fall_steps` states (a ring shared by the envs, which step together)
         history = fall_steps if falls else 0
-        self._recent_learner = np.zeros((history, n_envs, *learner_shape), dtype=learner_dtype)
+        self._recent_learner = obs_store((history, n_envs), learner_shape, learner_dtype)
         self._recent_expert = np.zeros((history, n_envs, *expert_shape), dtype=expert_dtype)
         self._recent_pos = 0
         self._recent_count = np.zeros(n_envs, dtype=np.int64)  # states of the current episode in the ring
 
-    def add(self, learner_obs: np.ndarray, expert_obs: np.ndarray) -> None:
+    def add(self, learner_obs: Any, expert_obs: np.ndarray) -> None:
         """Add a batch of states (one per env); the ones they replace in the window go to the reservoir."""
-        n = len(learner_obs)
+        n = batch_size_of(learner_obs)
         idx = (self.pos + np.arange(n)) % self.capacity
         if self.reservoir and self.size == self.capacity:
             self._offer(idx)
@@ -141,7 +189,7 @@ class StateAggregationBuffer:
         """The number of states :meth:`get` returns."""
         return self.size + self.reservoir_size + self.fall_size
 
-    def get(self) -> tuple[np.ndarray, np.ndarray]:
+    def get(self) -> tuple[Any, np.ndarray]:
         """All stored states, window, reservoir, then the states before falls: (learner observations, expert
         observations)."""
         if self.reservoir_size == 0 and self.fall_size == 0:
@@ -162,39 +210,39 @@ class ExpertActionMemory:
     visited (a fixed expert's action at a state does not change), so the memory is never re-scored.
 
     :param capacity: number of states kept
-    :param learner_shape: shape of one learner observation
+    :param learner_shape: shape of one learner observation (a dict of shapes for a ``Dict`` space)
     :param action_shape: shape of one action
     :param rng: the reservoir's random generator
-    :param learner_dtype: dtype of the learner's observations
+    :param learner_dtype: dtype of the learner's observations (a dict of dtypes for a ``Dict`` space)
     :param action_dtype: dtype of the expert's actions (int64 for discrete actions)
     """
 
     def __init__(
         self,
         capacity: int,
-        learner_shape: tuple[int, ...],
+        learner_shape: Any,
         action_shape: tuple[int, ...],
         rng: np.random.Generator | None = None,
         learner_dtype: Any = np.float32,
         action_dtype: Any = np.float32,
     ):
         self.capacity = capacity
-        self.learner_obs = np.zeros((capacity, *learner_shape), dtype=learner_dtype)
+        self.learner_obs = obs_store((capacity,), learner_shape, learner_dtype)
         self.expert_actions = np.zeros((capacity, *action_shape), dtype=action_dtype)
         self.seen = 0  # states offered so far
         self.size = 0
         self._rng = rng if rng is not None else np.random.default_rng()
 
-    def add(self, learner_obs: np.ndarray, expert_actions: np.ndarray) -> None:
+    def add(self, learner_obs: Any, expert_actions: np.ndarray) -> None:
         """Offer a batch of states (one per env) and the expert's actions there."""
-        n = len(learner_obs)
+        n = batch_size_of(learner_obs)
         slots = reservoir_slots(self.seen, n, self.capacity, self._rng)
         keep = slots < self.capacity
-        self.learner_obs[slots[keep]] = learner_obs[keep]
+        self.learner_obs[slots[keep]] = select(learner_obs, keep)
         self.expert_actions[slots[keep]] = np.asarray(expert_actions).reshape(n, *self.expert_actions.shape[1:])[keep]
         self.seen += n
         self.size = min(self.seen, self.capacity)
 
-    def stored(self) -> tuple[np.ndarray, np.ndarray]:
+    def stored(self) -> tuple[Any, np.ndarray]:
         """The stored states and the expert's actions there (views, no copy)."""
         return self.learner_obs[: self.size], self.expert_actions[: self.size]

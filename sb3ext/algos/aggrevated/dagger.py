@@ -9,10 +9,11 @@ import numpy as np
 import torch as th
 from gymnasium import spaces
 from stable_baselines3.common.type_aliases import GymEnv
+from stable_baselines3.common.utils import obs_as_tensor
 from stable_baselines3.common.vec_env import VecEnv
 
 from sb3ext.algos.aggrevated.aggrevated import AggreVaTeD
-from sb3ext.algos.aggrevated.buffers import ExpertActionMemory
+from sb3ext.algos.aggrevated.buffers import ExpertActionMemory, observation_layout, select
 from sb3ext.algos.aggrevated.estimators import expert_action_loss, torch_distribution
 from sb3ext.algos.aggrevated.rollin import RollIn
 from sb3ext.common.validation import invalid
@@ -50,12 +51,13 @@ class MatchedDAgger(AggreVaTeD):
         self._bc_memory: ExpertActionMemory | None = None
         if self.expert_action_memory:
             discrete = isinstance(self.action_space, spaces.Discrete)
+            learner_shape, learner_dtype = observation_layout(self.observation_space)
             self._bc_memory = ExpertActionMemory(
                 self.expert_action_memory,
-                self.observation_space.shape,  # type: ignore[arg-type]
+                learner_shape,
                 () if discrete else self.action_space.shape,  # type: ignore[arg-type]
                 rng=np.random.default_rng(None if self.seed is None else [self.seed, 2]),  # its own stream
-                learner_dtype=self.observation_space.dtype,
+                learner_dtype=learner_dtype,
                 action_dtype=np.int64 if discrete else np.float32,
             )
 
@@ -74,8 +76,8 @@ class MatchedDAgger(AggreVaTeD):
             return None
         idx = th.randint(memory.size, (min(self.batch_size, memory.size),)).numpy()
         learner_obs, expert_actions = memory.stored()
-        obs = learner_obs[idx] if view is None else view(learner_obs[idx])
-        distribution = self.policy.get_distribution(th.as_tensor(obs, device=self.device))
+        obs = select(learner_obs, idx) if view is None else view(select(learner_obs, idx))
+        distribution = self.policy.get_distribution(obs_as_tensor(obs, self.device))
         target = th.as_tensor(expert_actions[idx], device=self.device)
         loss = expert_action_loss(torch_distribution(distribution), target, self.action_space).mean()
         self._memory_losses.append(loss.detach())

@@ -19,9 +19,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from typing import Any, NamedTuple
 
-import numpy as np
 import torch as th
 from gymnasium import spaces
+from stable_baselines3.common.utils import obs_as_tensor
 from torch.nn import functional as F
 
 from sb3ext.algos.aggrevated.buffers import StateAggregationBuffer
@@ -135,8 +135,8 @@ class Estimator:
         return advantages
 
     def samples(
-        self, policy: Any, aggregation: StateAggregationBuffer, learner_view: Callable[[np.ndarray], np.ndarray] | None = None
-    ) -> tuple[th.Tensor, Scores, dict[str, th.Tensor]]:
+        self, policy: Any, aggregation: StateAggregationBuffer, learner_view: Callable[[Any], Any] | None = None
+    ) -> tuple[Any, Scores, dict[str, th.Tensor]]:
         """Score the learner at every aggregated state (no gradient).
 
         :param learner_view: maps the stored learner observations to what the learner sees now (its current
@@ -145,11 +145,11 @@ class Estimator:
         learner_np, expert_np = aggregation.get()
         if learner_view is not None:
             learner_np = learner_view(learner_np)
-        learner_obs = th.as_tensor(learner_np, device=self.device)
+        learner_obs = obs_as_tensor(learner_np, self.device)
         scores, stats = self.score(policy, th.as_tensor(expert_np, device=self.device), learner_obs)
         return learner_obs, scores, stats
 
-    def score(self, policy: Any, expert_obs: th.Tensor, learner_obs: th.Tensor) -> tuple[Scores, dict[str, th.Tensor]]:
+    def score(self, policy: Any, expert_obs: th.Tensor, learner_obs: Any) -> tuple[Scores, dict[str, th.Tensor]]:
         """Scores of the learner's current policy at the given states, and statistics to log (no gradient)."""
         raise NotImplementedError
 

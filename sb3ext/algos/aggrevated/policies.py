@@ -7,10 +7,11 @@ from typing import Any
 import torch as th
 from gymnasium import spaces
 from stable_baselines3.common.distributions import CategoricalDistribution, DiagGaussianDistribution
-from stable_baselines3.common.policies import ActorCriticCnnPolicy, ActorCriticPolicy
+from stable_baselines3.common.policies import ActorCriticCnnPolicy, ActorCriticPolicy, MultiInputActorCriticPolicy
 
 MlpPolicy = ActorCriticPolicy
 CnnPolicy = ActorCriticCnnPolicy
+MultiInputPolicy = MultiInputActorCriticPolicy  # Dict observations: camera frames and joint readings
 
 #: floor of the Gaussian policy's standard deviation, as a fraction of the half action range (0.3 and 0.02 were
 #: measured no better: docs/algos/aggrevated_history.md)
@@ -26,7 +27,7 @@ def log_std_floor_of(policy: ActorCriticPolicy, action_space: spaces.Space) -> t
     return None
 
 
-def distribution_and_values(policy: ActorCriticPolicy, policy_obs: th.Tensor, value_obs: th.Tensor) -> tuple[Any, th.Tensor]:
+def distribution_and_values(policy: ActorCriticPolicy, policy_obs: Any, value_obs: Any) -> tuple[Any, th.Tensor]:
     """The policy's distribution at ``policy_obs`` and its values at ``value_obs``.
 
     The same computation as SB3's ``evaluate_actions`` on both batches. With separate features extractors (MLP
@@ -51,8 +52,12 @@ def distribution_and_values(policy: ActorCriticPolicy, policy_obs: th.Tensor, va
         latent_pi = policy.mlp_extractor.forward_actor(pi_features)
         latent_vf = policy.mlp_extractor.forward_critic(vf_features)
     else:
-        n_policy = len(policy_obs)
-        pi_features, vf_features = policy.extract_features(th.cat([policy_obs, value_obs]))
+        if isinstance(policy_obs, dict):  # a Dict space (MultiInputPolicy): one batch per key
+            n_policy = len(next(iter(policy_obs.values())))
+            joint: Any = {key: th.cat([policy_obs[key], value_obs[key]]) for key in policy_obs}
+        else:
+            n_policy, joint = len(policy_obs), th.cat([policy_obs, value_obs])
+        pi_features, vf_features = policy.extract_features(joint)
         latent_pi = policy.mlp_extractor.forward_actor(pi_features[:n_policy])
         latent_vf = policy.mlp_extractor.forward_critic(vf_features[n_policy:])
     mean_actions = policy.action_net(latent_pi)

@@ -161,7 +161,16 @@ def learner_view(normalizer: VecNormalize | None, dtype: Any) -> Any:
     """Maps stored learner observations to what the learner sees now (None: stored as seen)."""
     if normalizer is None:
         return None
-    return lambda raw: np.asarray(normalizer.normalize_obs(raw), dtype=dtype)
+
+    def view(raw: Any) -> Any:
+        normalized = normalizer.normalize_obs(raw)
+        if isinstance(normalized, dict):  # a Dict space: each key keeps its own dtype (float32 once normalised)
+            keys = normalizer.norm_obs_keys or []
+            return {key: np.asarray(value, dtype=np.float32 if key in keys else value.dtype)
+                    for key, value in normalized.items()}  # fmt: skip
+        return np.asarray(normalized, dtype=dtype)
+
+    return view
 
 
 def check_learner_wrapping(expert: Expert, env: VecEnv) -> None:
@@ -252,8 +261,8 @@ class RollIn:
         expert = self.expert
         expert_obs = expert.normalize_obs(self.original_obs(last_obs))
         normalizer = self.learner_normalizer
-        learner_obs = np.asarray(last_obs if normalizer is None else normalizer.get_original_obs())
-        self.aggregation.add(learner_obs, expert_obs)
+        learner_obs = last_obs if normalizer is None else normalizer.get_original_obs()
+        self.aggregation.add(learner_obs if isinstance(learner_obs, dict) else np.asarray(learner_obs), expert_obs)
         if self.promised is not None and episode_starts is not None and np.any(episode_starts):
             starts = np.asarray(episode_starts, dtype=bool)
             start = time.perf_counter()
