@@ -55,6 +55,9 @@ CASES = {
     "normalize_eval": lambda f: edit_config(f, lambda c: c.__setitem__("normalize", f"exec({PAYLOAD!r}) or {{}}")),
     "vecnormalize_pickle": lambda f: (f / "vecnormalize.pkl").write_bytes(pickle.dumps(_Payload())),
     "env_wrapper_import": lambda f: edit_config(f, lambda c: c.__setitem__("env_wrapper", "evil_wrapper.Wrap")),
+    # a named pipe as config.yml: the zoo skips it (not a regular file) and replays without the saved normalisation
+    # (wrong observations, silently); open() on it would block for ever. sb3ext refuses it before opening it
+    "config_yml_pipe": lambda f: ((f / "config.yml").unlink(), os.mkfifo(f / "config.yml")),
 }
 #: what the zoo itself does with each (the guard)
 ZOO_READERS = {
@@ -63,6 +66,7 @@ ZOO_READERS = {
     "normalize_eval": "import yaml; eval(yaml.safe_load(open({folder!r} + '/config.yml'))['normalize'])",
     "vecnormalize_pickle": "import pickle; pickle.load(open({folder!r} + '/vecnormalize.pkl', 'rb'))",
     "env_wrapper_import": "import importlib; importlib.import_module('evil_wrapper')",
+    "config_yml_pipe": "open({folder!r} + '/config.yml').read()",
 }
 
 
@@ -76,7 +80,7 @@ def hostile_copy(run_folder: Path, tmp_path: Path, case: str) -> Path:
 
 
 #: the default suite runs these; -m slow the others too (each is a fresh enjoy process)
-QUICK = ("config_yml_object", "normalize_eval", "control")
+QUICK = ("config_yml_object", "normalize_eval", "config_yml_pipe", "control")
 
 
 @pytest.mark.parametrize("case", [c if c in QUICK else pytest.param(c, marks=pytest.mark.slow) for c in [*CASES, "control"]])
@@ -97,7 +101,12 @@ def test_enjoy_runs_no_code_from_the_run_folder(run_folder: Path, tmp_path: Path
 @pytest.mark.parametrize("case", list(CASES))
 def test_guard_each_payload_runs_under_the_zoos_own_readers(run_folder: Path, tmp_path: Path, case: str) -> None:
     folder = hostile_copy(run_folder, tmp_path, case)
-    subprocess.run([sys.executable, "-c", ZOO_READERS[case].format(folder=str(folder))], cwd=tmp_path, capture_output=True)
+    reader = [sys.executable, "-c", ZOO_READERS[case].format(folder=str(folder))]
+    if case.endswith("_pipe"):  # no payload: the zoo's own open() never returns
+        with pytest.raises(subprocess.TimeoutExpired):
+            subprocess.run(reader, cwd=tmp_path, capture_output=True, timeout=5)
+        return
+    subprocess.run(reader, cwd=tmp_path, capture_output=True)
     assert (tmp_path / MARKER).exists(), f"{case}: the fixture's payload does not run under the zoo's reader"
 
 
