@@ -345,6 +345,45 @@ def _safe_vecnormalize_class() -> type:
     return SafeVecNormalize
 
 
+class SafeReplayLoad:
+    """Stands in for a stock algorithm class (PPO, SAC, DQN, ...) in the zoo's replay scripts: ``load`` builds the
+    model from the checkpoint's checked fields for acting (the expert loader, :mod:`sb3ext.experts.building`),
+    running no code from the file; with ``SB3EXT_TRUST_REMOTE_CODE`` set, SB3's own ``load``. Anything else is the
+    class's own."""
+
+    def __init__(self, algo_class: Any):
+        self.algo_class = algo_class
+
+    def load(self, path: Any, env: Any = None, device: Any = "auto", custom_objects: Any = None, **kwargs: Any) -> Any:
+        from stable_baselines3.common.utils import check_for_correct_spaces
+
+        from sb3ext.experts.building import build_expert_model
+        from sb3ext.experts.references import trust_from_environment
+
+        if trust_from_environment():
+            return self.algo_class.load(path, env=env, device=device, custom_objects=custom_objects, **kwargs)
+        model = build_expert_model(Path(path), "cpu" if device == "auto" else device)
+        if not isinstance(model, self.algo_class) and not issubclass(self.algo_class, type(model)):
+            raise ValueError(f"{path}: a {type(model).__name__} checkpoint; --algo asked for {self.algo_class.__name__}")
+        if env is not None:
+            check_for_correct_spaces(env, model.observation_space, model.action_space)
+        return model
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.algo_class, name)
+
+
+def _safe_algos(algos: dict[str, Any]) -> dict[str, Any]:
+    """The zoo's ``ALGOS`` for a replay script: sb3ext's algorithms as they are (their ``load`` is safe), every other
+    class behind :class:`SafeReplayLoad`."""
+    from sb3ext.algos.loading import SafeLoad
+
+    return {
+        key: cls if not isinstance(cls, type) or issubclass(cls, SafeLoad) else SafeReplayLoad(cls)
+        for key, cls in algos.items()
+    }
+
+
 def secure_replay(module: ModuleType) -> None:
     """Replace what the zoo's replay code reads a run folder with: ``yaml`` (``UnsafeLoader``), the saved
     hyperparameters (``eval`` of ``normalize``, wrapper imports), ``VecNormalize.load`` (pickle). Idempotent."""
@@ -355,6 +394,8 @@ def secure_replay(module: ModuleType) -> None:
     vec_normalize = getattr(module, "VecNormalize", None)
     if isinstance(vec_normalize, type) and vec_normalize.__name__ == "VecNormalize":
         module.VecNormalize = _safe_vecnormalize_class()  # type: ignore[attr-defined]
+    if module.__name__ != "rl_zoo3.utils" and isinstance(getattr(module, "ALGOS", None), dict):
+        module.ALGOS = _safe_algos(module.ALGOS)  # type: ignore[attr-defined]  # this script's name only
 
 
 def on_zoo_import(module: ModuleType) -> None:

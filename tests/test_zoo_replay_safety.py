@@ -153,3 +153,51 @@ def test_load_from_hub_refuses_a_metrics_archive_that_writes_beside_the_model(tm
     assert len(lines) == 1 + len(FOREIGN_ENTRIES)
     for entry, line in zip(FOREIGN_ENTRIES, lines[1:]):
         assert line.startswith("REFUSED UnsafeObjectError 0 ") and f"refused entry {entry!r}" in line, line
+
+
+def _stock_run(tmp_path: Path, hostile: bool) -> Path:
+    """A zoo run folder of a stock SAC (the shared Pendulum expert: the zoo's own layout), its zip's ``_last_obs``
+    replaced by a pickle payload when ``hostile``."""
+    import base64
+    import json
+    import zipfile
+
+    from tests.conftest import shared_expert
+
+    run = tmp_path / "logs" / "sac" / "Pendulum-v1_1"
+    shutil.copytree(shared_expert("sac/Pendulum-v1_1"), run)
+    if hostile:
+        model = run / "Pendulum-v1.zip"
+        with zipfile.ZipFile(model) as archive:
+            entries = {name: archive.read(name) for name in archive.namelist()}
+        payload = {":type:": "<class 'numpy.ndarray'>", ":serialized:": base64.b64encode(pickle.dumps(_Payload())).decode()}
+        # first in the file: SB3 unpickles the fields in order, and this gym-era zip's old spaces would stop it first
+        data = {"_last_obs": payload, **{k: v for k, v in json.loads(entries["data"]).items() if k != "_last_obs"}}
+        entries["data"] = json.dumps(data).encode()
+        with zipfile.ZipFile(model, "w") as archive:
+            for name, raw in entries.items():
+                archive.writestr(name, raw)
+    return run
+
+
+@pytest.mark.parametrize("hostile", [False, True])
+def test_enjoy_of_a_stock_algorithm_runs_no_code_from_its_zip(tmp_path: Path, hostile: bool) -> None:
+    """With sb3ext installed, ``rl_zoo3.enjoy --algo sac`` builds the model from the zip's checked fields (as an
+    expert is built): a payload in a field is refused in one line; a genuine run replays."""
+    _stock_run(tmp_path, hostile)
+    done = zoo(["rl_zoo3.enjoy", "--algo", "sac", "--env", "Pendulum-v1", "-f", "logs", "--exp-id", "1", "-n", "200",
+                "--no-render"], tmp_path)  # fmt: skip
+    assert not (tmp_path / MARKER).exists(), "the payload ran"
+    if not hostile:
+        assert done.returncode == 0 and "Mean reward" in done.stdout, done.stderr[-2000:]
+        return
+    last = done.stderr.strip().splitlines()[-1]
+    assert done.returncode != 0 and last.startswith("sb3ext.common.serialization.UnsafeObjectError: "), last
+    assert "Pendulum-v1.zip [data: _last_obs]: refused to load builtins.exec" in last
+
+
+def test_guard_the_stock_payload_runs_under_sb3s_own_load(tmp_path: Path) -> None:
+    run = _stock_run(tmp_path, hostile=True)
+    script = f"from stable_baselines3 import SAC; SAC.load({str(run / 'Pendulum-v1.zip')!r}, buffer_size=1)"
+    subprocess.run([sys.executable, "-c", script], cwd=tmp_path, capture_output=True, timeout=120)
+    assert (tmp_path / MARKER).exists(), "the fixture's payload does not run under SB3's load"
