@@ -1,4 +1,5 @@
-"""A seeded mutation fuzzer for expert loading (issue 46): mutants of real zoo experts, loaded by worker processes.
+"""A seeded mutation fuzzer for expert and learner loading (issue 46): mutants of real zoo experts and of sb3ext's own
+saved learners, loaded by worker processes (``load_expert``, or the algorithm's safe ``load``).
 
 ``python -m tests.fuzz_experts --cases 1000 --seed 0`` prints the figures. Each mutant is a copy of a base expert
 with one change at one layer: the zip's bytes, its entries, the inner torch zips, the ``data`` JSON, the pickle of a
@@ -35,15 +36,41 @@ BASES = [
     (SHIPPED / "ppo" / "sb3ext-CartPole-v0_1", None),
 ]
 SHARED = [("dqn/CartPole-v1_1", "CartPole-v1"), ("ppo/BipedalWalker-v3_1", "BipedalWalker-v3"), ("tqc/Hopper-v3_1", None)]
+#: sb3ext's algorithms whose own checkpoints are fuzzed too (saved after a few steps on Pendulum-v1)
+LEARNERS = ("AggreVaTeD", "KLPPO")
 LAYERS = ("zip_bytes", "entries", "inner_torch", "json", "pickle", "transplant", "config", "vecnormalize")
 FAILURES = ("unclear", "wrong", "crashed", "hung", "memory")
 
 
-def bases(shared: Path | None) -> list[tuple[Path, str | None]]:
+def bases(shared: Path | None, work: Path | None = None) -> list[tuple[Path, str | None]]:
     found = list(BASES)
     if shared is not None:
         found += [(shared / rel, env) for rel, env in SHARED if (shared / rel).is_dir()]
+    if work is not None:
+        found += [(learner, "Pendulum-v1") for learner in learner_bases(work)]
     return found
+
+
+def learner_bases(work: Path) -> list[Path]:
+    """A folder per algorithm of :data:`LEARNERS` with its checkpoint (``<algo>.zip``) and a ``learner.txt`` naming
+    the class, made once per work folder."""
+    from stable_baselines3.common.env_util import make_vec_env
+
+    import sb3ext
+
+    folders = []
+    for name in LEARNERS:
+        folder = work / "learners" / name
+        if not (folder / "learner.txt").exists():
+            folder.mkdir(parents=True, exist_ok=True)
+            extra = {"expert": "shipped:sac/Pendulum-v1_1"} if name == "AggreVaTeD" else {}
+            model = getattr(sb3ext, name)("MlpPolicy", make_vec_env("Pendulum-v1", n_envs=2, seed=0), n_steps=16,
+                                          batch_size=16, n_epochs=1, seed=0, **extra)  # fmt: skip
+            model.learn(64)
+            model.save(folder / f"{name}.zip")
+            (folder / "learner.txt").write_text(name)
+        folders.append(folder)
+    return folders
 
 
 def zip_entries(path: Path) -> dict[str, bytes]:
@@ -148,9 +175,14 @@ signal.signal(signal.SIGALRM, alarm)
 originals = {{}}
 
 def act(folder):
-    expert = load_expert(folder)
-    obs = np.linspace(-1, 1, int(np.prod(expert.observation_space.shape))).reshape((1, *expert.observation_space.shape))
-    return np.asarray(expert.predict(obs.astype(expert.observation_space.dtype))[0], dtype=float)
+    if os.path.exists(os.path.join(folder, "learner.txt")):  # one of sb3ext's own checkpoints, through its safe load
+        import sb3ext
+        name = open(os.path.join(folder, "learner.txt")).read()
+        actor = getattr(sb3ext, name).load(os.path.join(folder, name + ".zip"))
+    else:
+        actor = load_expert(folder)
+    obs = np.linspace(-1, 1, int(np.prod(actor.observation_space.shape))).reshape((1, *actor.observation_space.shape))
+    return np.asarray(actor.predict(obs.astype(actor.observation_space.dtype), deterministic=True)[0], dtype=float)
 
 for line in sys.stdin:
     case = json.loads(line)
@@ -181,15 +213,19 @@ for line in sys.stdin:
 def run(cases: int, seed: int, work: Path, shared: Path | None, memory: int = 4 << 30, seconds: int = 20) -> dict[str, Any]:
     """Make ``cases`` mutants (seeded), load them in workers, and count the outcomes."""
     rng = random.Random(seed)
-    found = bases(shared)
+    found = bases(shared, work)
     jobs = []
     for index in range(cases):
         base, _ = found[index % len(found)]
         layer = LAYERS[(index // len(found)) % len(LAYERS)]
         folder = work / f"case{index:05d}" / base.parent.name / base.name
         shutil.copytree(base, folder)
+        if (base / "learner.txt").exists() and layer in ("config", "vecnormalize"):  # a learner's zip has neither
+            layer = "json"
         description = mutate(folder, layer, rng, [b for b, _ in found if b != base])
-        jobs.append({"index": index, "folder": str(folder), "base": str(base), "layer": layer, "what": description})
+        learner = (base / "learner.txt").exists()
+        jobs.append({"index": index, "folder": str(folder), "base": str(base), "layer": layer, "what": description,
+                     "learner": learner})  # fmt: skip
     script = WORKER.format(memory=memory, seconds=seconds)
     results: dict[int, dict[str, Any]] = {}
     pending = list(jobs)
@@ -208,6 +244,8 @@ def run(cases: int, seed: int, work: Path, shared: Path | None, memory: int = 4 
             rest = rest[1:]
         pending = rest
     for base, _ in found:
+        if (base / "learner.txt").exists():
+            continue
         clean = work / "original" / base.parent.name / base.name
         if not clean.exists():
             shutil.copytree(base, clean)
@@ -218,6 +256,7 @@ def run(cases: int, seed: int, work: Path, shared: Path | None, memory: int = 4 
         kind = row["kind"]
         counts[kind] += 1
         counts[f"layer:{job['layer']}:{kind}"] += 1
+        counts[f"base:{'learner' if job['learner'] else 'expert'}:{kind}"] += 1
         if kind == "loaded":
             counts["loaded_as_the_original" if row["same"] else "loaded_acting_differently"] += 1
         if kind in FAILURES:
