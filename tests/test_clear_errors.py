@@ -84,3 +84,19 @@ def test_odd_references_give_one_clear_line(reference, words: str) -> None:  # t
     with pytest.raises(ValueError) as info:
         load_expert(reference) if not isinstance(reference, dict) else parse_reference(reference)
     assert words in str(info.value) and "\n" not in str(info.value)
+
+
+def test_a_refused_global_with_control_characters_is_named_on_one_line() -> None:
+    """A flipped byte turned ``collections`` into ``collectio\\ns`` in a fuzzed pickle: the refusal quoted it raw and
+    spanned two lines. Names that are not printable are shown as their repr."""
+    from sb3ext.common.serialization import UnsafeObjectError, restricted_loads
+
+    def short(text: str) -> bytes:
+        raw = text.encode()
+        return b"\x8c" + bytes([len(raw)]) + raw  # SHORT_BINUNICODE
+
+    payload = b"\x80\x04" + short("collectio\ns") + short("deque") + b"\x93)R."  # STACK_GLOBAL, EMPTY_TUPLE, REDUCE
+    with pytest.raises(UnsafeObjectError) as refused:
+        restricted_loads(payload, "case.zip [data: ep_info_buffer]")
+    message = str(refused.value)
+    assert "\n" not in message and "'collectio\\ns.deque'" in message, message

@@ -549,6 +549,11 @@ _OPAQUE = Recipe("numpy.random state", value="<numpy.random>", call=record_args,
 _PyUnpickler: Any = pickle._Unpickler  # type: ignore[attr-defined]
 
 
+def printable(text: str, limit: int = 120) -> str:
+    """``text`` as it may appear in a one-line message: itself when short and printable, else its ``repr``, cut."""
+    return text if len(text) <= limit and text.isprintable() else repr(text[:limit])
+
+
 class RestrictedUnpickler(_PyUnpickler):
     """Pure-Python unpickler that builds records from allow-listed recipes only (see the module docstring).
 
@@ -578,7 +583,9 @@ class RestrictedUnpickler(_PyUnpickler):
         if recipe is None and self.spaces and (module == "numpy.random" or module.startswith("numpy.random.")):
             recipe = _OPAQUE
         if recipe is None:
-            raise UnsafeObjectError(f"{self.source}: refused to load {module}.{name} (allowed here: {self._allowed()})")
+            raise UnsafeObjectError(
+                f"{self.source}: refused to load {printable(f'{module}.{name}')} (allowed here: {self._allowed()})"
+            )
         return _Global(recipe)
 
     def persistent_load(self, pid: Any) -> Any:

@@ -45,6 +45,7 @@ from sb3ext.common.serialization import (
     UnsafeObjectError,
     check_shape,
     pickle_globals,
+    printable,
     record_args,
     restricted_loads,
     safe_yaml_load,
@@ -206,8 +207,8 @@ def scan_field(archive: CheckpointArchive, data: dict[str, Any], key: str) -> No
         if (module, name) in _SCANNED_NAMES:
             continue
         raise UnsafeObjectError(
-            f"{source}: refused to load {module}.{name} (this field is never built, but a checkpoint naming it is "
-            f"not a plain SB3 checkpoint; allowed modules: {', '.join(_SCANNED_MODULES)})"
+            f"{source}: refused to load {printable(f'{module}.{name}')} (this field is never built, but a checkpoint "
+            f"naming it is not a plain SB3 checkpoint; allowed modules: {', '.join(_SCANNED_MODULES)})"
         )
 
 
@@ -226,7 +227,7 @@ def _policy_class(archive: CheckpointArchive, data: dict[str, Any]) -> tuple[typ
     refs = named_globals(raw, source)
     policies = policy_allow_list()
     if len(refs) != 1 or refs[0] not in policies:
-        shown = ", ".join(f"{m}.{n}" for m, n in refs) or "nothing"
+        shown = ", ".join(printable(f"{m}.{n}") for m, n in refs[:5]) or "nothing"
         raise UnsafeObjectError(f"{source}: refused policy class {shown} (allowed: SB3 and sb3-contrib policies)")
     policy_class, algo_class = policies[refs[0]]
     if issubclass(algo_class, (PPO, A2C)) or algo_class.__name__ == "TRPO":

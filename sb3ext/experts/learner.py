@@ -31,7 +31,7 @@ from gymnasium import spaces
 from stable_baselines3.common.base_class import BaseAlgorithm
 from stable_baselines3.common.utils import ConstantSchedule, FloatSchedule, LinearSchedule, check_for_correct_spaces
 
-from sb3ext.common.serialization import Recipe, UnsafeObjectError, restricted_loads
+from sb3ext.common.serialization import Recipe, UnsafeObjectError, printable, restricted_loads
 from sb3ext.experts.building import (
     check_finite,
     check_policy_kwargs,
@@ -115,7 +115,7 @@ def _class_field(archive: CheckpointArchive, data: dict[str, Any], key: str, all
         raise ValueError(f"{source}: missing or not a serialized class")
     refs = named_globals(raw, source)
     if len(refs) != 1 or refs[0] not in allowed:
-        shown = ", ".join(f"{m}.{n}" for m, n in refs) or "nothing"
+        shown = ", ".join(printable(f"{m}.{n}") for m, n in refs[:5]) or "nothing"
         names = ", ".join(sorted(f"{m}.{n}" for m, n in allowed))
         raise UnsafeObjectError(f"{source}: refused {shown}; allowed: {names}")
     return allowed[refs[0]]
