@@ -82,7 +82,7 @@ def episode_returns(
                 action = env.action_space.sample()
             else:
                 seen = info[STATE_KEY] if observe_state else obs
-                action = policy.predict(np.asarray(seen)[None], deterministic=True)[0][0]
+                action = policy.predict(_batched(seen), deterministic=True)[0][0]
             obs, reward, terminated, truncated, info = env.step(action)
             total, length, done = total + float(reward), length + 1, terminated or truncated
         returns.append(total)
