@@ -156,6 +156,32 @@ def file_stem(suite: Suite, task: Task) -> str:
     return f"{suite.name}_{task.name.replace('/', '-')}"
 
 
+def summary_table(suite: Suite, refs: dict[str, dict[str, float]], results: dict[str, list[dict[str, Any]]]) -> list[str]:
+    """One row per task with results, one column per method: median env steps to the threshold, the share of later
+    checkpoints holding it, and the median final return against the expert's (the suite at a glance)."""
+    methods = [m for m in dict.fromkeys(m for t in suite.tasks.values() for m in t.methods)]
+    header = "| task | expert | threshold | " + " | ".join(LABELS.get(m, m) for m in methods) + " |"
+    lines = [header, "|" + "---|" * (3 + len(methods))]
+    for task in suite.tasks.values():
+        if not results.get(task.name):
+            continue
+        threshold = threshold_of(task, refs[task.name])
+        by_key = {(r["method"], r["seed"]): r for r in results[task.name]}
+        cells = []
+        for method in methods:
+            runs = [summarise(r, threshold) for r in results[task.name] if r["method"] == method]
+            if not runs:
+                cells.append("—")
+                continue
+            median = median_or_none([r.steps_to_threshold for r in runs])
+            steps = f"not in {max(r.budget for r in runs):,}" if median is None else f"{median:,.0f}"
+            held = held_cell(runs, by_key, threshold).split(" ")[-1].strip("()")
+            cells.append(f"{steps} ({held} held; final {np.median([r.final for r in runs]):,.0f})")
+        expert = f"{refs[task.name]['expert']:,.0f}" if "expert" in refs[task.name] else "—"
+        lines.append(f"| {task.name} | {expert} | {threshold:,.0f} | " + " | ".join(cells) + " |")
+    return lines
+
+
 def collect(suite: Suite, work: Path) -> tuple[dict[str, dict[str, float]], dict[str, list[dict[str, Any]]]]:
     """The references and finished results of every task of the suite found under ``work``."""
     refs, results = {}, {}
@@ -185,6 +211,9 @@ def write_page(suite: Suite, work: Path, out: Path) -> Path:
         "runs shared the machine's cores, so compare it within a table.",
         "",
     ]
+    if sum(bool(results.get(t)) for t in suite.tasks) > 1:
+        lines += ["## Summary", "", "Per method: median env steps to the threshold (the share of later checkpoints "
+                  "holding it; the median final return).", "", *summary_table(suite, refs, results), ""]  # fmt: skip
     out.mkdir(parents=True, exist_ok=True)
     rows: list[RunSummary] = []
     for task in suite.tasks.values():
