@@ -107,7 +107,10 @@ def expert_wrapper_to_adopt(algo: str, env_id: str, hyperparams: dict[str, Any])
         return None
     from sb3ext.experts.expert import expert_config
 
-    wrapper = expert_config(hyperparams["expert"], env_id).get("env_wrapper")
+    try:
+        wrapper = expert_config(hyperparams["expert"], env_id).get("env_wrapper")
+    except (ValueError, OSError, UnsafeObjectError):  # the model's own load says what is wrong, in its order
+        return None
     if wrapper is not None:
         check_wrapper_names({"env_wrapper": wrapper}, f"the expert's config.yml ({hyperparams['expert']})")
         print(f"sb3ext: the expert was trained with env_wrapper {wrapper!r}; the learner's env gets it too")
