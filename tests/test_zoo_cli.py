@@ -116,7 +116,9 @@ def test_install_puts_only_a_light_hook_at_interpreter_start(fresh_venv: FreshVe
         assert source.startswith(str(fresh_venv.site_packages)), "the expert ships inside the wheel"
 
 
-def test_train_enjoy_continue_through_the_zoo(fresh_venv: FreshVenv, tmp_path: Path) -> None:
+@pytest.mark.parametrize("mode", ["wheel", pytest.param("editable", marks=pytest.mark.slow)])  # the install test covers both
+def test_train_enjoy_continue_through_the_zoo(mode: str, request: pytest.FixtureRequest, tmp_path: Path) -> None:
+    fresh_venv: FreshVenv = request.getfixturevalue(f"{mode}_venv")
     expert = shared_expert(PENDULUM_EXPERT)
     common = pendulum_args(expert, "--seed", "1")
     train = fresh_venv.run("-m", "rl_zoo3.train", *common, "-n", "2048", "-P", "--eval-freq", "-1", cwd=tmp_path)
