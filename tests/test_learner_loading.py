@@ -233,3 +233,12 @@ def test_dict_observation_spaces_load_flat_and_bounded() -> None:
         with pytest.raises(ValueError, match=message) as refused:
             restricted_loads(pickle.dumps(space), "x")
         assert "\n" not in str(refused.value)
+
+
+def test_a_huge_stats_window_is_refused_in_one_line(tmp_path: Path) -> None:
+    """Found by the fuzz campaign (seed 5): ``_stats_window_size = 1e308`` raised OverflowError from deque()."""
+    path = saved(tmp_path, "KLPPO")
+    for value in (1e308, 10**30, 0, "100"):
+        rewrite(path, lambda data, v=value: data.update(_stats_window_size=v))
+        with pytest.raises(ValueError, match=r"field _stats_window_size: .*; allowed: "):
+            KLPPO.load(path)

@@ -251,7 +251,15 @@ def load_learner(
                 episodes = [] if raw is None else restricted_loads(raw, field_where, spaces=False)
                 if not isinstance(episodes, list):
                     raise ValueError(f"{field_where}: a {type(episodes).__name__}, not a list of episode records")
-                fields[key] = deque(episodes, maxlen=max(1, int(data.get("_stats_window_size", 100) or 100)))
+                window = data.get("_stats_window_size", 100)
+                if (
+                    isinstance(window, bool)
+                    or not isinstance(window, int)
+                    or not 1 <= window <= SIZE_LIMITS["_stats_window_size"]
+                ):
+                    limit = SIZE_LIMITS["_stats_window_size"]
+                    raise ValueError(f"{where} field _stats_window_size: {window!r}; allowed: an integer in [1, {limit}]")
+                fields[key] = deque(episodes, maxlen=window)
             elif key == "rollout_buffer_kwargs":
                 if value not in ({}, None):
                     raise UnsafeObjectError(f"{field_where}: {str(value)[:80]!r}; allowed: empty (sb3ext passes none)")
