@@ -88,11 +88,7 @@ def check_atari_algorithm(algo: str, env_id: str, exp_module: ModuleType) -> Non
     otherwise fail with a bare ``KeyError: 'atari'`` while reading its YAML)."""
     algo_class = exp_module.ALGOS.get(algo)
     if algo_class is not None and getattr(algo_class, "continuous_actions_only", False):
-        fitting = sorted(
-            key
-            for key, target in ALGORITHMS.items()
-            if not getattr(exp_module.ALGOS.get(key), "continuous_actions_only", False)
-        )
+        fitting = sorted(key for key in ALGORITHMS if not getattr(exp_module.ALGOS.get(key), "continuous_actions_only", False))
         raise ValueError(
             f"--algo {algo} ({algo_class.__name__}) acts in continuous (Box) action spaces only; {env_id} is an Atari "
             f"game with Discrete actions; sb3ext algorithms that fit: {', '.join(fitting)}"
