@@ -167,7 +167,7 @@ def test_expert_bc_pulls_the_mean_to_the_expert_only_where_the_expert_clearly_wi
     with th.no_grad():
         model.policy.log_std.fill_(-3.0)  # narrow samples around a mean near 0: none comes near the expert's 1.5
     obs = th.zeros(6, 3)
-    scores, _ = model._score_states(obs, obs)
+    scores, _ = model._estimator.score(model.policy, obs, obs)
     assert scores.expert_gap_z is not None and (scores.expert_gap_z > 3.0).all()
     idx = th.arange(6)
     terms = surrogate_terms(scores, idx, model.policy.get_distribution(obs), 0.2, env.action_space, model.device, 3.0)
@@ -203,7 +203,7 @@ def _noisy_twin_model(slope: float, episode_steps: int = 200, **kwargs: Any) -> 
 def test_expert_bc_margin_minus_inf_pulls_on_every_state() -> None:
     obs = th.zeros(16, 3)
     model = _noisy_twin_model(slope=50.0, expert_bc_coef=0.5, expert_bc_margin=-math.inf)
-    scores, _ = model._score_states(obs, obs)
+    scores, _ = model._estimator.score(model.policy, obs, obs)
     distribution = model.policy.get_distribution(obs)
     idx = th.arange(16)
     every = surrogate_terms(scores, idx, distribution, 0.2, model.action_space, model.device, -math.inf)
@@ -220,7 +220,7 @@ def test_expert_cap_gives_no_credit_for_beating_the_experts_own_action() -> None
     obs = th.zeros(32, 3)
     for cap in (False, True):
         model = AggreVaTeD("MlpPolicy", env, expert=expert, seed=0, beta_init=0.0, expert_cap=cap, **SMALL)
-        scores, _ = model._score_states(obs, obs)
+        scores, _ = model._estimator.score(model.policy, obs, obs)
         actions, advantages = scores.actions[..., 0].clamp(-2, 2), scores.advantages
         beats_expert = (actions - 1.5).abs() < 1.5  # Q*(s, a) > Q*(s, 0)
         assert beats_expert.any() and (~beats_expert).any()
@@ -411,7 +411,7 @@ def test_aggregation_window_and_samples_take_effect() -> None:
     model.learn(16 * 5)
     assert model._aggregation.capacity == 3 * 16
     assert model.logger.name_to_value["train/aggregated_states"] == 48
-    data, _ = model._score_states(th.zeros(7, 3), th.zeros(7, 3))
+    data, _ = model._estimator.score(model.policy, th.zeros(7, 3), th.zeros(7, 3))
     assert data.actions.shape == (5, 7, 1)
 
 
@@ -636,7 +636,7 @@ def test_discrete_advantages_are_scaled_per_state() -> None:
     expert = TableExpert(env.observation_space, env.action_space, np.array([0.0, 10.0]))
     model = AggreVaTeD("MlpPolicy", env, expert=expert, seed=0, normalize_advantage=False, **SMALL)
     obs = th.zeros(4, 4)
-    assert model._score_states(obs, obs)[0].advantages.abs().amax(dim=-1).tolist() == pytest.approx([1.0] * 4)
+    assert model._estimator.score(model.policy, obs, obs)[0].advantages.abs().amax(dim=-1).tolist() == pytest.approx([1.0] * 4)
 
 
 def test_a_saved_learner_hands_over_to_stock_ppo(tmp_path: Path) -> None:
@@ -884,7 +884,7 @@ def test_expert_bc_works_with_a_value_only_expert_scored_by_its_policy() -> None
     model = AggreVaTeD("MlpPolicy", env, expert=expert, seed=0, expert_bc_coef=1.0, expert_bc_margin=0.0, **SMALL)
     model.learn(16)
     obs = th.as_tensor(np.random.default_rng(0).normal(0.0, 0.1, (5, *env.observation_space.shape)), dtype=th.float32)
-    scores, _ = model._score_states(obs, obs)
+    scores, _ = model._estimator.score(model.policy, obs, obs)
     # the expert's own (deterministic) action, and how far its log-likelihood is above the learner's samples'
     np.testing.assert_allclose(scores.expert_actions.numpy(), expert.act(obs.numpy()), atol=1e-6)
     assert scores.expert_gap_z is not None and scores.expert_gap_z.shape == (5,)

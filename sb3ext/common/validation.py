@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import difflib
 import inspect
+import numbers
 from typing import Any
 
 
@@ -21,3 +22,14 @@ def unknown_kwargs_message(cls: type, unknown: dict[str, Any]) -> str:
 def invalid(algo: str, name: str, value: Any, allowed: str) -> ValueError:
     """``ValueError`` naming the algorithm, the bad setting, its value and what is allowed."""
     return ValueError(f"{algo}: invalid {name}={value!r}; allowed: {allowed}")
+
+
+def check_ranges(algo: str, owner: Any, ranges: dict[str, tuple[bool, float, float, str]]) -> None:
+    """Each ``name: (an integer?, lowest, highest, what is allowed)`` of ``ranges`` is an attribute of ``owner`` in
+    range (NaN is not); otherwise :func:`invalid` names it."""
+    for name, (integer, low, high, allowed) in ranges.items():
+        value = getattr(owner, name)
+        if not isinstance(value, numbers.Real) or isinstance(value, bool):
+            raise invalid(algo, name, value, allowed)
+        if (integer and not float(value).is_integer()) or not low <= float(value) <= high:
+            raise invalid(algo, name, value, allowed)

@@ -24,10 +24,10 @@ from sb3ext.algos.aggrevated.buffers import StateAggregationBuffer, batch_size_o
 from sb3ext.algos.aggrevated.estimators import (
     Estimator,
     ImitationMetrics,
-    Scores,
     expected_advantages,
     leave_one_out_advantages,
     make_estimator,
+    record_iteration,
     surrogate_terms,
 )
 from sb3ext.algos.aggrevated.low_signal import LowSignalMonitor
@@ -40,10 +40,10 @@ from sb3ext.algos.aggrevated.policies import (
     to_channels_last,
 )
 from sb3ext.algos.aggrevated.rollin import (
-    BetaSchedule,
     PromisedReturns,
     RollIn,
     check_learner_wrapping,
+    env_id_of,
     expert_reads_state,
     learner_view,
     observation_normalizer,
@@ -52,8 +52,8 @@ from sb3ext.algos.aggrevated.rollin import (
 from sb3ext.algos.loading import SafeLoad
 from sb3ext.common.expert_state import StateTracker, base_vec_env
 from sb3ext.common.ppo import actor_critic_parameters, kl_exceeded
-from sb3ext.common.validation import invalid, unknown_kwargs_message
-from sb3ext.experts import POLICY_ONLY, Q_CONTINUOUS, Q_DISCRETE, VALUE_ONLY, Expert, load_expert
+from sb3ext.common.validation import check_ranges, invalid, unknown_kwargs_message
+from sb3ext.experts import Expert, load_expert
 
 SelfAggreVaTeD = TypeVar("SelfAggreVaTeD", bound="AggreVaTeD")
 
@@ -246,13 +246,7 @@ class AggreVaTeD(SafeLoad, PPO):
         if not isinstance(self.action_space, (spaces.Box, spaces.Discrete)):
             raise ValueError(f"AggreVaTeD supports Box and Discrete action spaces, not {self.action_space}")
         observation_layout(self.observation_space)  # a Dict of Box spaces at most (raises naming the space)
-        for name, (integer, low, high, allowed) in _RANGES.items():
-            value = getattr(self, name)
-            if (integer and int(value) != value) or not low <= float(value) <= high:
-                raise invalid("AggreVaTeD", name, value, allowed)
-        if math.isnan(float(self.expert_bc_margin)):
-            allowed = "a number (standard deviations of the samples' Q*; -inf: every state)"
-            raise invalid("AggreVaTeD", "expert_bc_margin", self.expert_bc_margin, allowed)
+        check_ranges("AggreVaTeD", self, _RANGES)
         for flag in ("expert_cap", "low_signal_fallback"):
             if getattr(self, flag) not in (True, False):
                 raise invalid("AggreVaTeD", flag, getattr(self, flag), "True or False")
@@ -271,41 +265,21 @@ class AggreVaTeD(SafeLoad, PPO):
             self._set_expert(self.expert)
 
     def _set_expert(self, expert: str | os.PathLike[str] | Expert) -> None:
-        env_id = None
-        if self.env is not None:
-            try:
-                spec = self.env.get_attr("spec", [0])[0]
-                env_id = spec.id if spec is not None else None
-            except (AttributeError, IndexError):
-                env_id = None
+        env_id = env_id_of(self.env)
         loaded = load_expert(expert, env_id=env_id, device=self.device)
         self._expert_reads_state = expert_reads_state(loaded, self.observation_space, self.action_space, self.env, env_id)
         if not self._expert_reads_state and self.env is not None:
             check_learner_wrapping(loaded, self.env)
-        wanted = Q_DISCRETE if isinstance(self.action_space, spaces.Discrete) else Q_CONTINUOUS
-        if loaded.kind not in (wanted, VALUE_ONLY, POLICY_ONLY):
-            raise ValueError(
-                f"Expert {loaded.source} ({loaded.algo_name}) cannot drive AggreVaTeD on this action space: "
-                f"{'a DQN or QR-DQN' if wanted == Q_DISCRETE else 'a SAC, TD3, DDPG or TQC'} expert "
-                "with a Q-function, a PPO / A2C expert with a value function, or a policy-only expert is needed"
-            )
-        if loaded.kind == POLICY_ONLY and not self.clones_expert:
-            warnings.warn(
-                f"Expert {loaded.source} ({loaded.algo_name}) has no critic: AggreVaTeD scores the learner's actions by "
-                "their closeness to the expert's action (a Gaussian centred on it), a cloning signal with no cost-to-go; "
-                "it can reach the expert, not pass it (docs/algos/aggrevated.md, Policy-only experts)",
-                UserWarning,
-                stacklevel=2,
-            )
-        self._expert = loaded
-        self.expert = expert
         self._estimator = make_estimator(
             loaded,
+            self.action_space,
+            clones_expert=self.clones_expert,
             n_action_samples=int(self.n_action_samples),
             normalize_advantage=self.normalize_advantage,
             device=self.device,
             expert_cap=bool(self.expert_cap),
         )
+        self._expert, self.expert = loaded, expert
         learner_shape, learner_dtype = observation_layout(self.observation_space)
         self._aggregation = StateAggregationBuffer(
             self.aggregation_window,
@@ -331,29 +305,13 @@ class AggreVaTeD(SafeLoad, PPO):
             warnings.warn(f"set_expert: the {held} aggregated states of the previous expert are dropped", stacklevel=2)
 
     @property
-    def beta_schedule(self) -> BetaSchedule:
-        """The expert's share of the roll-in per imitation iteration (from the saved ``beta_init``, ``beta_decay``)."""
-        return BetaSchedule(float(self.beta_init), float(self.beta_decay))
-
-    @property
     def beta(self) -> float:
-        """Expert share of the roll-in for the current iteration."""
-        return self.beta_schedule(self.imitation_iterations)
+        """Expert share of the roll-in at the current imitation iteration n: ``beta_init * beta_decay ** n``."""
+        return float(self.beta_init) * float(self.beta_decay) ** self.imitation_iterations
 
     def _excluded_save_params(self) -> list[str]:
-        return [
-            *super()._excluded_save_params(),
-            "expert",
-            "_expert",
-            "_aggregation",
-            "_mix_rng",
-            "_estimator",
-            "_promised",
-            "_timings",
-            "_low_signal",
-            "_state_tracker",
-            "_expert_reads_state",
-        ]
+        unsaved = ["expert", "_expert", "_aggregation", "_mix_rng", "_estimator", "_promised", "_timings", "_low_signal"]
+        return [*super()._excluded_save_params(), *unsaved, "_state_tracker", "_expert_reads_state"]
 
     # ------------------------------------------------------------------ roll-in
     def collect_rollouts(
@@ -489,20 +447,11 @@ class AggreVaTeD(SafeLoad, PPO):
         learner_mode = np.arange(env.num_envs) < n_mode  # the first envs roll in with the learner's mode
         if self._expert_reads_state and (self._state_tracker is None or self._state_tracker.base is not base_vec_env(env)):
             self._state_tracker = StateTracker(env)  # the expert observes info["state"] (a new env: a new tracker)
+        self._promised = PromisedReturns.renew(self._promised, self._expert, env.num_envs)
         return RollIn(self._expert, beta, self._mix_rng, self._aggregation,
                       self.get_vec_normalize_env(), learner_mode,
                       self._state_tracker if self._expert_reads_state else None,
-                      observation_normalizer(self.env), self._promised_returns(env))  # fmt: skip
-
-    def _promised_returns(self, env: VecEnv) -> PromisedReturns | None:
-        """The tracker of the roll-in's returns against V*(s0); a new one for a new env size or expert."""
-        assert self._expert is not None
-        if self._expert.kind == POLICY_ONLY:
-            return None  # no V*(s0) to compare the roll-in's returns with
-        promised = self._promised
-        if promised is None or len(promised.returns) != env.num_envs or promised.gamma != self._expert.gamma:
-            self._promised = promised = PromisedReturns(env.num_envs, self._expert.gamma)
-        return promised
+                      observation_normalizer(self.env), self._promised)  # fmt: skip
 
     # ------------------------------------------------------------------ update
     def train(self) -> None:
@@ -510,11 +459,6 @@ class AggreVaTeD(SafeLoad, PPO):
         self._train_imitation()
         self.imitation_iterations += 1
         self.logger.record("train/imitation_iterations", self.imitation_iterations)
-
-    def _score_states(self, expert_obs: th.Tensor, learner_obs: th.Tensor) -> tuple[Scores, dict[str, th.Tensor]]:
-        """Sample learner actions at the given states and score them with Q* (no gradient)."""
-        assert self._estimator is not None
-        return self._estimator.score(self.policy, expert_obs, learner_obs)
 
     def _extra_loss(self, view: Any) -> th.Tensor | None:
         """A loss term a subclass adds to every minibatch, weighted like the pull toward the expert (``MatchedDAgger``:
@@ -602,45 +546,39 @@ class AggreVaTeD(SafeLoad, PPO):
                 break
 
         timings["update_s"] = time.perf_counter() - update_start
-        for key, seconds in timings.items():
-            self.logger.record(f"time/{key}", seconds)
-        for key, value in metrics.means().items():
-            self.logger.record(f"train/{key}", value)
-        for key, stat in stats.items():
-            self.logger.record(f"train/{key}", float(stat))
-        self.logger.record("train/low_signal_imitation", float(self.low_signal_iteration is not None))
+        more = {"low_signal_imitation": float(self.low_signal_iteration is not None), "aggregated_states": n_states}
         if self._expert.ent_coef is not None:
-            self.logger.record("train/expert_ent_coef", self._expert.ent_coef)
-        self.logger.record("train/aggregated_states", n_states)
-        if self._aggregation is not None and self._aggregation.falls:
-            self.logger.record("train/aggregated_falls", self._aggregation.n_falls)
-        self.logger.record(
-            "train/explained_variance",
-            explained_variance(self.rollout_buffer.values.flatten(), self.rollout_buffer.returns.flatten()),
-        )
+            more["expert_ent_coef"] = self._expert.ent_coef
+        if self._aggregation.falls:
+            more["aggregated_falls"] = self._aggregation.n_falls
         if hasattr(self.policy, "log_std"):
-            self.logger.record("train/std", th.exp(self.policy.log_std).mean().item())
+            more["std"] = th.exp(self.policy.log_std).mean().item()
+        fit = explained_variance(self.rollout_buffer.values.flatten(), self.rollout_buffer.returns.flatten())
+        record_iteration(self.logger, metrics, stats, timings, explained_variance=fit,
+                         clip_range=clip_range, **more)  # fmt: skip
         self.logger.record("train/n_updates", self._n_updates, exclude="tensorboard")
-        self.logger.record("train/clip_range", clip_range)
 
     # ------------------------------------------------------------------ learn
-    def _setup_learn(self, *args: Any, **kwargs: Any) -> Any:
+    def _setup_learn(  # type: ignore[override]
+        self, total_timesteps: int, callback: MaybeCallback = None, reset_num_timesteps: bool = True, *args: Any
+    ) -> Any:
+        """SB3's, then on a fresh model the learner's observation statistics start from the expert's, once
+        (:func:`start_from_expert_statistics`)."""
+        if self._expert is None:
+            raise ValueError(_NO_EXPERT_MESSAGE)
+        if self._state_tracker is not None and (reset_num_timesteps or self._last_obs is None):
+            self._state_tracker.reset()  # SB3's _setup_learn resets the env: the states come from its reset infos
         fresh = self.num_timesteps == 0  # before SB3 resets the counter: a loaded, trained model is not fresh
-        result = super()._setup_learn(*args, **kwargs)
-        if fresh and not self.obs_stats_from_expert:
-            self._start_from_expert_obs_stats()
-        return result
-
-    def _start_from_expert_obs_stats(self) -> None:
-        """The learner's observation statistics start from the expert's (:func:`start_from_expert_statistics`)."""
+        result = super()._setup_learn(total_timesteps, callback, reset_num_timesteps, *args)
         normalizer = observation_normalizer(self.env)
-        if self._expert is None or self._expert_reads_state or normalizer is None:
-            return
+        if not fresh or self.obs_stats_from_expert or self._expert_reads_state or normalizer is None:
+            return result
         if start_from_expert_statistics(normalizer, self._expert):
             self._last_obs = normalizer.normalize_obs(normalizer.get_original_obs())  # type: ignore[assignment]
             self.obs_stats_from_expert = True
             if self.verbose >= 1:
                 print(f"The learner's observation statistics start from the expert's ({self._expert.source})")
+        return result
 
     def learn(
         self: SelfAggreVaTeD,
@@ -651,10 +589,6 @@ class AggreVaTeD(SafeLoad, PPO):
         reset_num_timesteps: bool = True,
         progress_bar: bool = False,
     ) -> SelfAggreVaTeD:
-        if self._expert is None:
-            raise ValueError(_NO_EXPERT_MESSAGE)
-        if self._state_tracker is not None and (reset_num_timesteps or self._last_obs is None):
-            self._state_tracker.reset()  # SB3's _setup_learn resets the env: the states come from its reset infos
         return super().learn(
             total_timesteps=total_timesteps,
             callback=callback,
@@ -675,6 +609,7 @@ _RANGES = {
     "aggregation_falls": (True, 0, math.inf, "an integer >= 0"),
     "rollin_deterministic": (False, 0.0, 1.0, "a fraction of the envs in [0, 1]"),
     "expert_bc_coef": (False, 0.0, math.inf, "a number >= 0"),
+    "expert_bc_margin": (False, -math.inf, math.inf, "a number (standard deviations of the samples' Q*; -inf: every state)"),
     "bound_coef": (False, 0.0, math.inf, "a number >= 0"),
 }
 

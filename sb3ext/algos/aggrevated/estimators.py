@@ -15,6 +15,7 @@ Each returns the learner observations to update at, typed scores (:class:`Sample
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from typing import Any, NamedTuple
@@ -26,7 +27,7 @@ from torch.nn import functional as F
 
 from sb3ext.algos.aggrevated.buffers import StateAggregationBuffer
 from sb3ext.common.ppo import approx_kl, clip_fraction, clipped_surrogate
-from sb3ext.experts import Q_CONTINUOUS, Q_DISCRETE, Expert
+from sb3ext.experts import POLICY_ONLY, Q_CONTINUOUS, Q_DISCRETE, VALUE_ONLY, Expert
 
 
 def leave_one_out_advantages(q: th.Tensor) -> th.Tensor:
@@ -242,9 +243,25 @@ class ExpertPolicyEstimator(Estimator):
         return SampledScores(actions, log_prob_old, advantages, expert_actions, expert_gap_z(expert_q, q)), stats
 
 
-def make_estimator(expert: Expert, **kwargs: Any) -> Estimator:
+def make_estimator(expert: Expert, action_space: spaces.Space, clones_expert: bool = False, **kwargs: Any) -> Estimator:
     """The estimator for this kind of expert: its own Q* (continuous or discrete actions), or, for a value-only or
-    policy-only expert, its policy's log-probabilities."""
+    policy-only expert, its policy's log-probabilities. An expert that cannot score this action space is refused; a
+    policy-only expert gets a warning unless the learner clones anyway (``clones_expert``)."""
+    wanted = Q_DISCRETE if isinstance(action_space, spaces.Discrete) else Q_CONTINUOUS
+    if expert.kind not in (wanted, VALUE_ONLY, POLICY_ONLY):
+        raise ValueError(
+            f"Expert {expert.source} ({expert.algo_name}) cannot drive AggreVaTeD on this action space: "
+            f"{'a DQN or QR-DQN' if wanted == Q_DISCRETE else 'a SAC, TD3, DDPG or TQC'} expert "
+            "with a Q-function, a PPO / A2C expert with a value function, or a policy-only expert is needed"
+        )
+    if expert.kind == POLICY_ONLY and not clones_expert:
+        warnings.warn(
+            f"Expert {expert.source} ({expert.algo_name}) has no critic: AggreVaTeD scores the learner's actions by "
+            "their closeness to the expert's action (a Gaussian centred on it), a cloning signal with no cost-to-go; "
+            "it can reach the expert, not pass it (docs/algos/aggrevated.md, Policy-only experts)",
+            UserWarning,
+            stacklevel=4,
+        )
     if expert.kind == Q_CONTINUOUS:
         return QContinuousEstimator(expert, **kwargs)
     if expert.kind == Q_DISCRETE:
@@ -306,6 +323,17 @@ class ImitationMetrics:
 
     def means(self) -> dict[str, float]:
         return {f.name: th.stack(getattr(self, f.name)).mean().item() for f in fields(self) if getattr(self, f.name)}
+
+
+def record_iteration(
+    logger: Any, metrics: ImitationMetrics, stats: dict[str, th.Tensor], timings: dict[str, float], **values: float
+) -> None:
+    """Log an imitation iteration: ``time/<part>_s``, the minibatch means and the estimator's statistics as
+    ``train/<name>``, and the other ``values`` as ``train/<name>``."""
+    for key, seconds in timings.items():
+        logger.record(f"time/{key}", seconds)
+    for key, value in {**metrics.means(), **{k: float(v) for k, v in stats.items()}, **values}.items():
+        logger.record(f"train/{key}", value)
 
 
 def surrogate_terms(

@@ -14,7 +14,6 @@ from __future__ import annotations
 import copy
 import time
 from collections import deque
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -25,23 +24,8 @@ from stable_baselines3.common.vec_env import VecEnv, VecFrameStack, VecNormalize
 
 from sb3ext.algos.aggrevated.buffers import ExpertActionMemory, StateAggregationBuffer
 from sb3ext.common.expert_state import STATE_KEY, StateTracker, state_space_of, vec_env_chain
-from sb3ext.experts import Q_CONTINUOUS, Q_DISCRETE, VALUE_ONLY, Expert
+from sb3ext.experts import POLICY_ONLY, Q_CONTINUOUS, Q_DISCRETE, VALUE_ONLY, Expert
 from sb3ext.experts.expert import describe_space, spaces_match
-
-
-@dataclass(frozen=True)
-class BetaSchedule:
-    """Expert share of the roll-in at imitation iteration n: ``initial * decay ** n``.
-
-    :param initial: ``beta_init`` in [0, 1]
-    :param decay: ``beta_decay`` in [0, 1]
-    """
-
-    initial: float
-    decay: float
-
-    def __call__(self, iteration: int) -> float:
-        return float(self.initial) * float(self.decay) ** iteration
 
 
 class PromisedReturns:
@@ -64,6 +48,16 @@ class PromisedReturns:
         self.returns = np.zeros(n_envs)
         self.discounts = np.ones(n_envs)
         self.finished: deque[tuple[float, float]] = deque(maxlen=episodes)
+
+    @classmethod
+    def renew(cls, previous: PromisedReturns | None, expert: Expert, n_envs: int) -> PromisedReturns | None:
+        """The tracker for a roll-in: ``previous`` while it fits the env size and the expert's gamma, else a new one;
+        None for a policy-only expert (no V*(s0) to compare the returns with)."""
+        if expert.kind == POLICY_ONLY:
+            return None
+        if previous is None or len(previous.returns) != n_envs or previous.gamma != expert.gamma:
+            return cls(n_envs, expert.gamma)
+        return previous
 
     def start(self, starts: np.ndarray, promised: np.ndarray) -> None:
         """Episodes begin on the envs flagged in ``starts``, with V*(s0) = ``promised`` (one per flagged env)."""
@@ -142,6 +136,17 @@ def start_from_expert_statistics(normalizer: VecNormalize, expert: Expert) -> bo
         return False
     normalizer.obs_rms = copy.deepcopy(stats)
     return True
+
+
+def env_id_of(env: VecEnv | None) -> str | None:
+    """The gymnasium id of the (first) env of ``env``, or None where it has no spec."""
+    if env is None:
+        return None
+    try:
+        spec = env.get_attr("spec", [0])[0]
+    except (AttributeError, IndexError):
+        return None
+    return spec.id if spec is not None else None
 
 
 def observation_normalizer(env: VecEnv | None) -> VecNormalize | None:
