@@ -682,6 +682,9 @@ def test_unknown_hyperparameter_names_it_and_suggests() -> None:
         ("rollin_deterministic", 1.5),
         ("expert_bc_coef", -1.0),
         ("expert_bc_margin", float("nan")),
+        ("beta_init", "0.5"),  # a string, not a number
+        ("n_action_samples", float("inf")),
+        ("bound_coef", True),
     ],
 )
 def test_invalid_values_name_the_key(key: str, value: object) -> None:
