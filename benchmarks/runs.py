@@ -22,6 +22,7 @@ import gymnasium as gym
 import numpy as np
 import yaml
 
+from benchmarks.games import is_atari, scored_env
 from benchmarks.suite import IMITATION_METHODS, ROOT, Job, Task
 
 #: imitation 1.0.1 pins SB3 2.2 and gymnasium 0.29: its own venv, built on first use
@@ -81,20 +82,30 @@ def references(task: Task, episodes: int, seed: int, cache: Path) -> dict[str, f
     from sb3ext.experts import load_expert
 
     kwargs = task.make_kwargs
+    reference = task.expert_reference(cache.parents[2])
+    expert = None
+    if reference is not None:
+        expert = load_expert(reference) if task.expert_observes_state else load_expert(reference, env_id=task.env)
 
     def plain_env(env_id: str) -> gym.Env:
         return gym.make(env_id, **kwargs)
 
-    random_returns = episode_returns(task.env, None, episodes, seed, plain_env)[0]
+    def expert_env(env_id: str) -> gym.Env:  # the expert's wrappers; an Atari game scored as a game (games.py)
+        assert expert is not None
+        return scored_env(env_id, lambda env: wrapped(env, expert.wrapper_classes()), **kwargs)
+
+    probe = plain_env(task.env)
+    atari = is_atari(probe)
+    probe.close()
+    random_env = expert_env if atari and expert is not None else plain_env  # random plays the same game as the rest
+    random_returns = episode_returns(task.env, None, episodes, seed, random_env)[0]
     refs: dict[str, float] = {"random": float(np.mean(random_returns))}
-    reference = task.expert_reference()
-    if reference is not None:
+    if expert is not None:
         if task.expert_observes_state:
-            expert = load_expert(reference)
             returns = episode_returns(task.env, expert, episodes, seed, plain_env, observe_state=True)[0]
         else:
-            expert = load_expert(reference, env_id=task.env)
-            returns = episode_returns(task.env, expert, episodes, seed, lambda env: expert.make_env(env, **kwargs))[0]
+            stack = expert.frame_stack or 0
+            returns = episode_returns(task.env, expert, episodes, seed, expert_env, frame_stack=stack)[0]
         refs.update(expert=float(np.mean(returns)), expert_std=float(np.std(returns)))
     cache.parent.mkdir(parents=True, exist_ok=True)
     cache.write_text(json.dumps(refs))
@@ -133,7 +144,7 @@ def zoo_train(job: Job, folder: Path) -> dict[str, Any]:
         f"{{'save_freq': {max(1, method.save_every // n_envs)}, 'save_path': '{folder / 'checkpoints'}', "
         "'save_vecnormalize': True}}]"
     )
-    expert = [f"expert:'{task.expert_reference()}'"] if method.algo in ("aggrevated", "dagger") else []
+    expert = [f"expert:'{task.expert_reference(folder.parents[3])}'"] if method.algo in ("aggrevated", "dagger") else []
     command = [
         sys.executable, "-m", "rl_zoo3.train", "--algo", method.algo, "--env", task.env, "--seed", str(job.seed),
         "-n", str(method.budget), "--eval-freq", "-1", "-f", str(folder / "logs"), "--num-threads", "1",
@@ -215,11 +226,17 @@ def learner_env_maker(task: Task, config: dict[str, Any]) -> Callable[[str], gym
     wrapper = get_wrapper_class(config)
     kwargs = task.make_kwargs
 
-    def make(env_id: str) -> gym.Env:
-        env = gym.make(env_id, **kwargs)
-        return wrapper(env) if wrapper is not None else env
+    def make(env_id: str) -> gym.Env:  # an Atari game scored as a game (games.py)
+        return scored_env(env_id, lambda env: wrapper(env) if wrapper is not None else env, **kwargs)
 
     return make
+
+
+def wrapped(env: gym.Env, wrappers: list[tuple[Callable[..., gym.Env], dict[str, Any]]]) -> gym.Env:
+    """``env`` in each ``(wrapper, kwargs)`` in turn, innermost first."""
+    for wrapper, kwargs in wrappers:
+        env = wrapper(env, **kwargs)
+    return env
 
 
 def imitation_env(env: str) -> str:
@@ -267,7 +284,7 @@ def imitation_run(job: Job, folder: Path) -> dict[str, Any]:
 
     folder.mkdir(parents=True, exist_ok=True)
     task, method = job.task, job.method
-    reference = str(task.expert_reference())
+    reference = str(task.expert_reference(folder.parents[3]))
     if reference.startswith("shipped:"):
         from sb3ext.experts.references import SHIPPED_PREFIX, shipped_expert
 

@@ -1,6 +1,7 @@
 """Suites as data: ``benchmarks/suites.yml`` read into typed, validated objects.
 
-A suite has tasks; a task has an env, an optional expert (a folder under the shared experts, or ``shipped:``) and
+A suite has tasks; a task has an env, an optional expert (a folder under the shared experts, ``shipped:``, or
+``work:`` a zoo run folder under the work directory) and
 the methods run on it, each with its budget and checkpoint interval. One job is (suite, task, method, seed).
 """
 
@@ -70,10 +71,20 @@ class Task:
     def make_kwargs(self) -> dict[str, Any]:
         return dict(self.env_kwargs)
 
-    def expert_reference(self) -> str | None:
-        """The expert as ``load_expert`` takes it: a shipped name, else a folder under the shared experts."""
+    def expert_reference(self, work: Path) -> str | None:
+        """The expert as ``load_expert`` takes it: a shipped name; ``work:<folder>``, a zoo run folder under the
+        harness's work directory ``work`` (an expert trained here, by the command the suite's ``about`` gives);
+        else a folder under the shared experts."""
         if self.expert is None or self.expert.startswith("shipped:"):
             return self.expert
+        if self.expert.startswith("work:"):
+            folder = work / self.expert.removeprefix("work:")
+            if not folder.is_dir():
+                raise SuiteError(
+                    f"task {self.name!r}: its expert {self.expert!r} is not trained yet ({folder} is missing); "
+                    "train it with the command in the suite's 'about' first"
+                )
+            return str(folder)
         return str(experts_folder() / self.expert)
 
 

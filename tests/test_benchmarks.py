@@ -30,7 +30,7 @@ def test_every_suite_loads_and_names_experts_that_exist():
     for suite in suites.values():
         assert suite.episodes >= 30, f"{suite.name}: the protocol evaluates on 30+ episodes"
         for task in suite.tasks.values():
-            if task.expert and not task.expert.startswith("shipped:"):
+            if task.expert and not task.expert.startswith(("shipped:", "work:")):  # work: trained by the suite's command
                 shared_expert(task.expert)
 
 
@@ -45,6 +45,46 @@ def test_env_kwargs_reach_the_learners_evaluation_env_with_its_wrapper():
     make = learner_env_maker(task, {"env_wrapper": "sb3_contrib.common.wrappers.TimeFeatureWrapper"})
     assert make(task.env).observation_space.shape == (112,)
     assert learner_env_maker(task, {})(task.env).observation_space.shape == (111,)
+
+
+def test_an_atari_game_is_scored_over_all_its_lives_with_the_games_own_rewards(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The zoo's AtariWrapper ends an episode at each lost life and clips rewards; the harness scores a whole game:
+    a random Breakout game goes on through every life to game over, and its return is the game's unclipped score."""
+    from benchmarks import games
+    from sb3ext.callbacks import episode_returns
+
+    needs("ale_py")
+    import ale_py
+    import gymnasium as gym
+    from stable_baselines3.common.atari_wrappers import AtariWrapper
+
+    gym.register_envs(ale_py)
+    lives_seen: list[int] = []
+    raw_totals: list[float] = []
+
+    class Raw(gym.Wrapper):  # under the zoo's wrappers: the emulator's own rewards, summed per game
+        def reset(self, **kwargs):  # type: ignore[no-untyped-def]
+            raw_totals.append(0.0)
+            return self.env.reset(**kwargs)
+
+        def step(self, action):  # type: ignore[no-untyped-def]
+            out = self.env.step(action)
+            raw_totals[-1] += float(out[1])
+            lives_seen.append(out[4]["lives"])
+            return out
+
+    def make(env_id: str) -> gym.Env:
+        return games.scored_env(env_id, lambda env: AtariWrapper(Raw(env)))
+
+    returns, lengths = episode_returns("BreakoutNoFrameskip-v4", None, 6, 0, make)
+    assert lives_seen[-1] == 0 and set(lives_seen) == {0, 1, 2, 3, 4, 5}  # every life of the game, to game over
+    assert len(raw_totals) == 6 and returns.tolist() == raw_totals and sum(raw_totals) > 0  # one episode per game
+    per_life, _ = episode_returns("BreakoutNoFrameskip-v4", None, 6, 0, lambda env_id: AtariWrapper(gym.make(env_id)))
+    assert per_life.sum() < returns.sum()  # what the zoo's wrappers alone call an episode is one life
+    monkeypatch.setattr(games, "MAX_GAME_FRAMES", 400)
+    _, capped = episode_returns("BreakoutNoFrameskip-v4", None, 1, 0, make)
+    assert capped[0] <= 100 < lengths[0]  # 400 frames at a frame skip of 4 (resets' frames count too): the game is cut
+    assert not games.is_atari(gym.make("CartPole-v1"))
 
 
 @pytest.mark.parametrize(
@@ -155,3 +195,12 @@ def test_a_tiny_suite_runs_through_the_zoo_writes_its_page_and_resumes(tmp_path)
     assert (folder / "train.json").stat().st_mtime == trained
     assert json.loads((folder / "result.json").read_text())["returns"] == first["returns"]
     assert len((folder / "eval.json").read_text().splitlines()) == 2
+
+
+def test_an_expert_trained_by_the_harness_is_found_under_the_work_directory(tmp_path: Path) -> None:
+    suites = {"s": {"tasks": {"T": {**PENDULUM, "env": "Pendulum-v1", "expert": "work:experts/ppo/Pendulum-v1_1"}}}}
+    task = get_suite("s", write_suites(tmp_path, suites)).tasks["T"]
+    with pytest.raises(SuiteError, match=r"task 'T': its expert 'work:experts/ppo/Pendulum-v1_1' is not trained yet"):
+        task.expert_reference(tmp_path)
+    (tmp_path / "experts" / "ppo" / "Pendulum-v1_1").mkdir(parents=True)
+    assert task.expert_reference(tmp_path) == str(tmp_path / "experts" / "ppo" / "Pendulum-v1_1")

@@ -1,0 +1,74 @@
+"""Atari games are scored as games: the sum of the game's own rewards over all its lives.
+
+The zoo's ``AtariWrapper`` ends an episode at each lost life and clips rewards to their sign: that is what an agent
+trains on, not its score. The harness evaluates every policy of an Atari task (expert, random, each checkpoint) in
+the same wrappers, with :class:`GameScore` under them (the unclipped rewards) and :class:`FullGame` over them (a lost
+life goes on with the wrappers' own reset, which presses FIRE where the game needs it). A game ends at game over or
+after :data:`MAX_GAME_FRAMES` frames, five minutes of play, so that a deterministic policy stuck in a loop ends.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import gymnasium as gym
+
+#: frames of one evaluated game at most: five minutes of play at 60 frames per second
+MAX_GAME_FRAMES = 18_000
+
+
+def is_atari(env: gym.Env) -> bool:
+    """Whether ``env`` is an ALE game (its unwrapped env has an ``ale`` interface)."""
+    return hasattr(env.unwrapped, "ale")
+
+
+class GameScore(gym.Wrapper):
+    """Innermost: adds ``info["game_score"]``, the game's unclipped rewards since the game began, and
+    ``info["game_frames"]``."""
+
+    def __init__(self, env: gym.Env):
+        super().__init__(env)
+        self.score, self.frames = 0.0, 0
+
+    def reset(self, **kwargs: Any) -> Any:
+        self.score, self.frames = 0.0, 0
+        return self.env.reset(**kwargs)
+
+    def step(self, action: Any) -> Any:
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        self.score += float(reward)
+        self.frames += 1
+        return obs, reward, terminated, truncated, {**info, "game_score": self.score, "game_frames": self.frames}
+
+
+class FullGame(gym.Wrapper):
+    """Outermost: one episode is one game. Rewards are the game's own (from :class:`GameScore`); an episode that the
+    wrappers end at a lost life goes on from their reset; the game is cut at :data:`MAX_GAME_FRAMES`."""
+
+    def __init__(self, env: gym.Env):
+        super().__init__(env)
+        self.scored = 0.0
+
+    def reset(self, **kwargs: Any) -> Any:
+        self.scored = 0.0
+        return self.env.reset(**kwargs)
+
+    def step(self, action: Any) -> Any:
+        obs, _, terminated, truncated, info = self.env.step(action)
+        reward, self.scored = info["game_score"] - self.scored, info["game_score"]
+        over = info["game_frames"] >= MAX_GAME_FRAMES
+        if terminated and not truncated and not over and info.get("lives", 0) > 0:
+            obs, reset_info = self.env.reset()  # a life lost: the wrappers' soft reset, not a new game
+            info = {**info, **reset_info}
+            terminated = False
+        return obs, reward, terminated, truncated or over, info
+
+
+def scored_env(env_id: str, wrap: Callable[[gym.Env], gym.Env], **make_kwargs: Any) -> gym.Env:
+    """``wrap(gym.make(env_id))``; for an Atari game, with :class:`GameScore` under the wrappers and
+    :class:`FullGame` over them."""
+    env = gym.make(env_id, **make_kwargs)
+    if not is_atari(env):
+        return wrap(env)
+    return FullGame(wrap(GameScore(env)))
