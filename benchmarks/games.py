@@ -65,10 +65,22 @@ class FullGame(gym.Wrapper):
         return obs, reward, terminated, truncated or over, info
 
 
+def make(env_id: str, **make_kwargs: Any) -> gym.Env:
+    """``gym.make``; an ALE id that gymnasium does not know yet registers ale-py's games first."""
+    try:
+        return gym.make(env_id, **make_kwargs)
+    except gym.error.NameNotFound:
+        try:
+            import ale_py  # noqa: F401  (importing it registers the ALE games)
+        except ImportError:
+            raise
+        return gym.make(env_id, **make_kwargs)
+
+
 def scored_env(env_id: str, wrap: Callable[[gym.Env], gym.Env], **make_kwargs: Any) -> gym.Env:
-    """``wrap(gym.make(env_id))``; for an Atari game, with :class:`GameScore` under the wrappers and
-    :class:`FullGame` over them."""
-    env = gym.make(env_id, **make_kwargs)
+    """``wrap(make(env_id))``; for an Atari game, with :class:`GameScore` under the wrappers and :class:`FullGame`
+    over them."""
+    env = make(env_id, **make_kwargs)
     if not is_atari(env):
         return wrap(env)
     return FullGame(wrap(GameScore(env)))

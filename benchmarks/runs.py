@@ -22,6 +22,7 @@ import gymnasium as gym
 import numpy as np
 import yaml
 
+from benchmarks import games
 from benchmarks.games import is_atari, scored_env
 from benchmarks.suite import IMITATION_METHODS, ROOT, Job, Task
 
@@ -88,7 +89,7 @@ def references(task: Task, episodes: int, seed: int, cache: Path) -> dict[str, f
         expert = load_expert(reference) if task.expert_observes_state else load_expert(reference, env_id=task.env)
 
     def plain_env(env_id: str) -> gym.Env:
-        return gym.make(env_id, **kwargs)
+        return games.make(env_id, **kwargs)
 
     def expert_env(env_id: str) -> gym.Env:  # the expert's wrappers; an Atari game scored as a game (games.py)
         assert expert is not None
