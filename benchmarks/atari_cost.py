@@ -9,9 +9,7 @@ steps per second and the seconds of each part of an iteration, as the algorithm 
 
 from __future__ import annotations
 
-import argparse
 import platform
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -19,7 +17,7 @@ from pathlib import Path
 import numpy as np
 import yaml
 
-from benchmarks.suite import ROOT
+from benchmarks.report import command_of, page_parser
 
 GAME = "PongNoFrameskip-v4"
 #: the zoo keys of the entry, not constructor arguments
@@ -108,12 +106,11 @@ def write_page(rows: list[dict[str, float | str]], command: str, out: Path) -> N
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.atari_cost", description=__doc__)
+    parser = page_parser("benchmarks.atari_cost", __doc__, "atari_cost.md")
     parser.add_argument("--iterations", type=int, default=6, help="the window (4 roll-ins) is full from the 4th on")
-    parser.add_argument("--out", type=Path, default=ROOT / "docs" / "benchmarks" / "atari_cost.md")
     args = parser.parse_args(argv)
     rows = measure(args.iterations)
-    command = "python -m benchmarks.atari_cost" + "".join(f" {a}" for a in (argv if argv is not None else sys.argv[1:]))
+    command = command_of("benchmarks.atari_cost", argv)
     write_page(rows, command, args.out)
     print(args.out.read_text())
     return 0

@@ -9,17 +9,16 @@ and their ratio; the promise is a ratio of at most 2.
 
 from __future__ import annotations
 
-import argparse
 import platform
 import statistics
-import sys
 import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from benchmarks.suite import ROOT, experts_folder
+from benchmarks.report import command_of, page_parser
+from benchmarks.suite import experts_folder
 
 #: the promise of issue 46: a learner's safe load takes at most twice SB3's time
 MAX_RATIO = 2.0
@@ -115,12 +114,11 @@ def write_page(rows: list[dict[str, Any]], command: str, repeats: int, out: Path
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.load_speed", description=__doc__)
+    parser = page_parser("benchmarks.load_speed", __doc__, "load_speed.md")
     parser.add_argument("--repeats", type=int, default=15, help="loads of each kind per checkpoint")
-    parser.add_argument("--out", type=Path, default=ROOT / "docs" / "benchmarks" / "load_speed.md")
     args = parser.parse_args(argv)
     rows = measure(args.repeats)
-    command = "python -m benchmarks.load_speed" + "".join(f" {a}" for a in (argv if argv is not None else sys.argv[1:]))
+    command = command_of("benchmarks.load_speed", argv)
     write_page(rows, command, args.repeats, args.out)
     print(args.out.read_text())
     return 0 if max(row["safe"] / row["sb3"] for row in rows) <= MAX_RATIO else 1

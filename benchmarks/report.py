@@ -3,16 +3,18 @@ learning curves (``<suite>_<task>.png``) and every run's row (``<suite>.csv``)."
 
 from __future__ import annotations
 
+import argparse
 import csv
 import json
 import math
+import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from benchmarks.suite import Suite, Task
+from benchmarks.suite import ROOT, Suite, Task
 
 THRESHOLD_FRACTION = 0.9
 COLORS = ["tab:blue", "tab:red", "tab:gray", "tab:brown", "tab:orange", "tab:purple", "tab:green", "tab:olive"]
@@ -254,3 +256,16 @@ def write_page(suite: Suite, work: Path, out: Path) -> Path:
     page = out / f"{suite.name}.md"
     page.write_text("\n".join(lines).rstrip() + "\n")
     return page
+
+
+def page_parser(module: str, doc: str, page: str) -> argparse.ArgumentParser:
+    """The command line of a one-page measurement (``python -m benchmarks.<module>``), with ``--out`` defaulting to
+    ``docs/benchmarks/<page>``."""
+    parser = argparse.ArgumentParser(prog=f"python -m {module}", description=doc)
+    parser.add_argument("--out", type=Path, default=ROOT / "docs" / "benchmarks" / page, help="where the page goes")
+    return parser
+
+
+def command_of(module: str, argv: list[str] | None) -> str:
+    """The command that made a page, for its first line."""
+    return f"python -m {module}" + "".join(f" {a}" for a in (argv if argv is not None else sys.argv[1:]))
