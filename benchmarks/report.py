@@ -240,6 +240,8 @@ def write_page(suite: Suite, work: Path, out: Path) -> Path:
             lines += [f"Machine: {machines[0]}.", ""]
         imitation = [r for r in results[task.name] if "expert_return_imitation_env" in r]
         lines += table + [""]
+        if task.note:
+            lines += [task.note, ""]
         if imitation:
             lines += [
                 f"imitation's runs act in its own gymnasium 0.29 (`{imitation[0]['imitation_env']}`); the expert scores "

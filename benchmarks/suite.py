@@ -23,7 +23,7 @@ IMITATION_METHODS = {"imitation_dagger": "dagger", "imitation_bc": "bc"}
 EXPERT_ALGOS = {"aggrevated", "dagger"}
 
 SUITE_KEYS = {"about", "seeds", "episodes", "eval_seed", "tasks"}
-TASK_KEYS = {"env", "env_kwargs", "expert", "expert_observes_state", "zoo_entry", "goal", "methods"}
+TASK_KEYS = {"env", "env_kwargs", "expert", "expert_observes_state", "zoo_entry", "goal", "methods", "note"}
 METHOD_KEYS = {"algo", "budget", "save_every", "hyperparams", "net_arch"}
 
 
@@ -66,6 +66,7 @@ class Task:
     zoo_entry: str | None = None  # the zoo's RL entry to use for this env (e.g. HalfCheetah-v4 for HalfCheetah-v5)
     goal: float | None = None  # the threshold of a task without an expert
     env_kwargs: tuple[tuple[str, Any], ...] = ()  # gym.make's keyword arguments, for every run and every evaluation
+    note: str = ""  # shown under the task's table: what a result means (a diagnosis where a criterion is missed)
 
     @property
     def make_kwargs(self) -> dict[str, Any]:
@@ -193,6 +194,7 @@ def _task(where: str, name: str, spec: Any) -> Task:
         zoo_entry=spec.get("zoo_entry"),
         goal=None if goal is None else float(goal),
         env_kwargs=tuple(sorted(env_kwargs.items())),
+        note=" ".join(str(spec.get("note", "")).split()),
     )
 
 

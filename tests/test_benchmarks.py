@@ -204,3 +204,11 @@ def test_an_expert_trained_by_the_harness_is_found_under_the_work_directory(tmp_
         task.expert_reference(tmp_path)
     (tmp_path / "experts" / "ppo" / "Pendulum-v1_1").mkdir(parents=True)
     assert task.expert_reference(tmp_path) == str(tmp_path / "experts" / "ppo" / "Pendulum-v1_1")
+
+
+def test_a_tasks_note_is_kept_for_its_page_and_unknown_task_keys_are_refused(tmp_path: Path) -> None:
+    suites = {"s": {"tasks": {"T": {**PENDULUM, "note": "Diagnosis:\n  the expert   is weak."}}}}
+    assert get_suite("s", write_suites(tmp_path, suites)).tasks["T"].note == "Diagnosis: the expert is weak."
+    suites["s"]["tasks"]["T"]["notes"] = "x"
+    with pytest.raises(SuiteError, match=r"unknown key\(s\) \['notes'\]"):
+        get_suite("s", write_suites(tmp_path, suites))
