@@ -18,6 +18,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from tests.test_learner_loading import rewrite, serialized
+
 MARKER = "MARKER"
 PAYLOAD = f"open({MARKER!r}, 'w').write('pwned')"
 
@@ -58,6 +60,10 @@ CASES = {
     # a named pipe as config.yml: the zoo skips it (not a regular file) and replays without the saved normalisation
     # (wrong observations, silently); open() on it would block for ever. sb3ext refuses it before opening it
     "config_yml_pipe": lambda f: ((f / "config.yml").unlink(), os.mkfifo(f / "config.yml")),
+    # the learner's own zip, a pickle payload in one of its fields (what AggreVaTeD.load reads for enjoy and -i)
+    "zip_field_pickle": lambda f: rewrite(
+        f.parent / "Pendulum-v1.zip", lambda d: d.__setitem__("_last_obs", serialized(_Payload()))
+    ),
 }
 #: what the zoo itself does with each (the guard)
 ZOO_READERS = {
@@ -67,6 +73,7 @@ ZOO_READERS = {
     "vecnormalize_pickle": "import pickle; pickle.load(open({folder!r} + '/vecnormalize.pkl', 'rb'))",
     "env_wrapper_import": "import importlib; importlib.import_module('evil_wrapper')",
     "config_yml_pipe": "open({folder!r} + '/config.yml').read()",
+    "zip_field_pickle": "from stable_baselines3 import PPO; PPO.load({folder!r} + '/../Pendulum-v1.zip')",
 }
 
 
@@ -108,6 +115,25 @@ def test_guard_each_payload_runs_under_the_zoos_own_readers(run_folder: Path, tm
         return
     subprocess.run(reader, cwd=tmp_path, capture_output=True)
     assert (tmp_path / MARKER).exists(), f"{case}: the fixture's payload does not run under the zoo's reader"
+
+
+@pytest.mark.parametrize("case", ["zip_field_pickle", pytest.param("vecnormalize_pickle", marks=pytest.mark.slow), "control"])
+def test_train_i_runs_no_code_from_the_checkpoint_it_continues(run_folder: Path, tmp_path: Path, case: str) -> None:
+    """``rl_zoo3.train -i`` on an sb3ext algorithm, in a fresh working directory: a payload in the learner's zip or
+    in the ``vecnormalize.pkl`` beside it is refused in one line naming the file; a genuine checkpoint trains on."""
+    folder = hostile_copy(run_folder, tmp_path, case)
+    done = zoo(["rl_zoo3.train", "--algo", "aggrevated", "--env", "Pendulum-v1", "-n", "32", "--seed", "1",
+                "--eval-freq", "-1", "-f", "continued", "-i", str(folder.parent / "Pendulum-v1.zip"), "--hyperparams",
+                "expert:'shipped:sac/Pendulum-v1_1'", "n_steps:16",
+                "normalize:\"{'norm_obs': True, 'norm_reward': False}\""], tmp_path)  # fmt: skip
+    assert not (tmp_path / MARKER).exists(), f"{case}: the payload ran"
+    if case == "control":
+        assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+        assert list((tmp_path / "continued" / "aggrevated").glob("Pendulum-v1_*/Pendulum-v1.zip"))
+        return
+    last = done.stderr.strip().splitlines()[-1]
+    assert done.returncode != 0 and last.startswith("sb3ext.common.serialization.UnsafeObjectError: "), last
+    assert ("Pendulum-v1.zip" if case == "zip_field_pickle" else "vecnormalize.pkl") in last, last
 
 
 def _metrics_zip(path: Path, entries: dict[str, bytes]) -> Path:
