@@ -70,10 +70,8 @@ def make(env_id: str, **make_kwargs: Any) -> gym.Env:
     try:
         return gym.make(env_id, **make_kwargs)
     except gym.error.NameNotFound:
-        try:
-            import ale_py  # noqa: F401  (importing it registers the ALE games)
-        except ImportError:
-            raise
+        import ale_py  # noqa: F401  (importing it registers the ALE games; the atari extra)
+
         return gym.make(env_id, **make_kwargs)
 
 
