@@ -93,7 +93,7 @@ def references(task: Task, episodes: int, seed: int, cache: Path) -> dict[str, f
 
     def expert_env(env_id: str) -> gym.Env:  # the expert's wrappers; an Atari game scored as a game (games.py)
         assert expert is not None
-        return scored_env(env_id, lambda env: wrapped(env, expert.wrapper_classes()), **kwargs)
+        return scored_env(env_id, expert.wrap_env, **kwargs)
 
     probe = plain_env(task.env)
     atari = is_atari(probe)
@@ -231,13 +231,6 @@ def learner_env_maker(task: Task, config: dict[str, Any]) -> Callable[[str], gym
         return scored_env(env_id, lambda env: wrapper(env) if wrapper is not None else env, **kwargs)
 
     return make
-
-
-def wrapped(env: gym.Env, wrappers: list[tuple[Callable[..., gym.Env], dict[str, Any]]]) -> gym.Env:
-    """``env`` in each ``(wrapper, kwargs)`` in turn, innermost first."""
-    for wrapper, kwargs in wrappers:
-        env = wrapper(env, **kwargs)
-    return env
 
 
 def imitation_env(env: str) -> str:

@@ -347,6 +347,10 @@ class Expert:
         except gym.error.NameNotFound:
             _import_env_packages()
             env = gym.make(env_id, **env_kwargs)
+        return self.wrap_env(env)
+
+    def wrap_env(self, env: Any) -> Any:
+        """``env`` in the expert's own ``env_wrapper`` s, innermost first."""
         for wrapper, kwargs in self.wrapper_classes():
             env = wrapper(env, **kwargs)
         return env
