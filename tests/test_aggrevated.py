@@ -897,6 +897,24 @@ def test_expert_bc_works_with_a_value_only_expert_scored_by_its_policy() -> None
     assert model.logger.name_to_value["train/expert_bc"] > 0
 
 
+def test_a_discrete_value_only_expert_is_matched_not_collapsed_onto_its_mode() -> None:
+    """Discrete value-only expert: the score is the soft advantage log pi* - log pi (E_pi of it is -KL(pi || pi*)), so
+    the learner converges to pi* = (0.7, 0.3) in every state; log pi* alone drives it onto the mode (p = 0.99+),
+    where a softmax's gradient vanishes (the Breakout collapse, docs/benchmarks/atari.md)."""
+    from tests.toy_experts import CategoricalPolicyExpert
+
+    env = make_vec_env("CartPole-v1", n_envs=2, seed=0)
+    expert = CategoricalPolicyExpert(env.observation_space, env.action_space, np.array([0.7, 0.3]))
+    model = AggreVaTeD(
+        "MlpPolicy", env, expert=expert, seed=0, beta_init=0.0, learning_rate=3e-3, **{**SMALL, "n_epochs": 4}
+    )
+    model.learn(512)
+    obs = th.as_tensor(model._aggregation.get()[0])
+    p_mode = model.policy.get_distribution(obs).distribution.probs[:, 0].detach()
+    assert 0.62 < p_mode.min() and p_mode.max() < 0.8, (p_mode.min(), p_mode.max())
+    assert model.logger.name_to_value["train/expert_kl"] < 0.02
+
+
 def test_real_value_only_expert_trains() -> None:
     env = make_vec_env("BipedalWalker-v3", n_envs=2, seed=0)
     model = AggreVaTeD("MlpPolicy", env, expert=shared_expert("ppo/BipedalWalker-v3_1"), seed=0, **SMALL)

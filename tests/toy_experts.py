@@ -126,3 +126,18 @@ class GaussianPolicyExpert(LinearValueExpert):
     def log_prob(self, obs: th.Tensor, actions: th.Tensor) -> th.Tensor:
         low, high = th.as_tensor(self.action_space.low), th.as_tensor(self.action_space.high)
         return th.distributions.Normal(self.target, self.std).log_prob(actions.clamp(low, high)).sum(dim=-1)
+
+
+class CategoricalPolicyExpert(LinearValueExpert):
+    """Value-only expert with V* = 0 and the same categorical policy pi*(.|s) = ``probs`` in every state."""
+
+    def __init__(self, observation_space: spaces.Box, action_space: spaces.Discrete, probs: np.ndarray):
+        super().__init__(observation_space, action_space, slope=0.0, gamma=0.99)
+        self.source = "categorical-policy-toy"
+        self.probs = th.as_tensor(probs, dtype=th.float32)
+
+    def act(self, expert_obs: np.ndarray) -> np.ndarray:
+        return np.full(len(expert_obs), int(self.probs.argmax()), dtype=np.int64)
+
+    def log_prob(self, obs: th.Tensor, actions: th.Tensor) -> th.Tensor:
+        return self.probs.log()[actions.long()]

@@ -226,12 +226,19 @@ class ExpertPolicyEstimator(Estimator):
                 all_actions = th.arange(n_actions, device=self.device).reshape(-1, 1).expand(n_actions, len(probs))
                 q = expert.log_prob(expert_obs, all_actions).T  # (N, n_actions)
                 learner_q = (probs * q).sum(dim=-1)
+                log_probs = th.log(probs.clamp_min(1e-8))
                 stats = {
                     "q_mean": learner_q.mean(),
                     "q_std": learner_q.std(),
                     "q_gap": (q.max(dim=-1).values - learner_q).mean(),
+                    "expert_kl": (probs * (log_probs - q)).sum(dim=-1).mean(),
                 }
-                return DistributionScores(probs, q, self._normalize(expected_advantages(q, probs), True, -1)), stats
+                # A value-only expert's soft advantage with the learner's own entropy at the expert's temperature:
+                # E_pi[log pi* - log pi] = -KL(pi || pi*), maximised by pi = pi* at every state (log pi* alone is
+                # maximised by a one-hot policy, which a softmax cannot leave: its gradient vanishes there).
+                # A policy-only expert's indicator has no temperature to match: it is scored as it is.
+                soft = q - log_probs if expert.kind == VALUE_ONLY else q
+                return DistributionScores(probs, q, self._normalize(expected_advantages(soft, probs), True, -1)), stats
             actions = distribution.sample((self.n_action_samples,))  # (K, N, act_dim)
             log_prob_old = distribution.log_prob(actions).sum(dim=-1)
             q = expert.log_prob(expert_obs, actions)  # (K, N)
