@@ -314,6 +314,29 @@ def test_a_low_critic_signal_warns_without_fallback_only_once_later_episodes_get
         assert model.logger.name_to_value["train/return_shortfall"] == shortfall
 
 
+@pytest.mark.parametrize("fallback", [False, True])
+@pytest.mark.parametrize("shortfall, distrusted", [(0.0, False), (None, False), (0.5, True)])
+def test_a_critic_that_rates_the_learner_at_the_experts_level_is_judged_by_the_returns(
+    fallback: bool, shortfall: float | None, distrusted: bool
+) -> None:
+    """One critic (no ratio to measure): q_gap <= 0 says the learner's samples are worth the expert's action, so by the
+    performance-difference lemma its returns should reach V*(s0). Only episodes that begin after the gap first closed
+    are judged, with or without the fallback; a clear shortfall distrusts the critic (the shared DDPG lander expert)."""
+    model = _noisy_twin_model(slope=0.001, low_signal_fallback=fallback)
+    model.set_logger(configure(None, [""]))
+    model._promised = tracker = _FixedShortfall(shortfall)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        model._check_critic_signal({"q_gap": th.tensor(0.3)})  # the critic still prefers the expert: nothing happens
+        assert tracker.restarts == 0
+        model._check_critic_signal({"q_gap": th.tensor(-0.1)})  # the gap closes: the episodes from here on decide
+        assert tracker.restarts == 1 and not caught and model.low_signal_iteration is None
+        model._check_critic_signal({"q_gap": th.tensor(-0.1)})
+    assert sum("breaks its promise" in str(w.message) for w in caught) == int(distrusted)
+    assert (model.low_signal_iteration is not None) == (fallback and distrusted)
+    assert tracker.restarts == 1
+
+
 def test_low_signal_fallback_clones_the_expert_from_the_first_low_signal_iteration() -> None:
     model = _noisy_twin_model(slope=0.001, low_signal_fallback=True, n_epochs=10, target_kl=None, learning_rate=1e-2)
     with pytest.warns(UserWarning, match="clones the expert's actions"):

@@ -116,9 +116,10 @@ class AggreVaTeD(SafeLoad, PPO):
         of their standard deviations; ``-inf``: every state (Walker2d)
     :param expert_cap: score a sample with ``min(Q*(s, a), Q*(s, expert action))`` (Q* experts, ``Box``): no credit
         above the expert's own action, for critics nearly flat across actions that a learner can climb (MuJoCo)
-    :param low_signal_fallback: once the expert's critics disagree about the learner's samples more than they separate
-        them (``train/critic_snr`` < 1), clone the expert from then on (saved: ``low_signal_iteration``); for a
-        critic known to be flat
+    :param low_signal_fallback: clone the expert from the iteration on which its critic is shown untrustworthy
+        (saved: ``low_signal_iteration``): its critics disagree about the learner's samples more than they separate
+        them (``train/critic_snr`` < 1), or it rates them at the expert's level (``train/q_gap`` <= 0) while the
+        learner's returns fall clearly short of V*(s0); for critics that are flat or exploitable (MountainCar, lander)
     :param bound_coef: weight of the penalty on a Gaussian mean outside the action bounds; raise it if the means
         drift past the bounds (HalfCheetah: 10)
     :param target_kl: stop the epochs of an iteration when the approximate KL exceeds ``1.5 * target_kl``

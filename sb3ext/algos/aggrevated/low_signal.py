@@ -14,7 +14,7 @@ from typing import Any
 import torch as th
 
 from sb3ext.algos.aggrevated.rollin import PromisedReturns
-from sb3ext.experts import Expert
+from sb3ext.experts import Q_CONTINUOUS, Expert
 
 #: below this signal-to-noise ratio of Q* across the learner's samples (``train/critic_snr``), the expert's critics
 #: disagree about which sample is better by as much as the samples differ: AggreVaTeD warns once (and with
@@ -35,31 +35,38 @@ LOW_SIGNAL_SHORTFALL = 0.1
 
 @dataclass
 class LowSignalMonitor:
-    """Acts on a low signal-to-noise ratio of the critic (``train/critic_snr`` below :data:`LOW_SIGNAL_SNR`).
+    """Acts on a critic that cannot be trusted about the learner's actions. Two signs:
 
-    With ``fallback``, every low ratio counts at once (the caller clones the expert from the first one on), and a
-    warning says so once. It does not wait for the returns: they tell a collapse only after it has happened.
+    * **low signal**: ``train/critic_snr`` below :data:`LOW_SIGNAL_SNR` (twin critics or an ensemble);
+    * **broken promise** (one critic is enough): ``train/q_gap <= 0``, the critic rates the learner's samples at or
+      above the expert's own action, so by the performance-difference lemma the learner should get at least V*(s0);
+      its roll-in episodes then get clearly less (``train/return_shortfall`` at least :data:`LOW_SIGNAL_SHORTFALL`).
 
-    Without it, the warning waits for the returns of the roll-in episodes that begin after the ratio first falls
-    below 1, and fires only if they get clearly less than the critic promised (``train/return_shortfall``). A learner
-    already at the expert's level sits where the critic is flat around its actions (its mean action at the critic's
-    maximum), so its ratio falls below 1 too, harmlessly.
+    With ``fallback``, a low signal acts at once (the caller clones the expert from then on): the returns tell a
+    collapse only after it has happened. Otherwise, and always for the broken promise, the sign waits for the returns
+    of the roll-in episodes that begin after it was first seen, and counts only if they fall short. A learner at the
+    expert's level sits where the critic is flat around its actions (its ratio falls below 1, its gap to 0), harmlessly.
+    A warning says it once.
     """
 
     fallback: bool
-    seen: bool = False  # the ratio has fallen below 1 (the episodes since then are compared)
+    seen: bool = False  # a sign has been seen (the episodes since then are compared)
     warned: bool = False
 
     def check(
         self, stats: dict[str, th.Tensor], promised: PromisedReturns | None, iteration: int, expert: Expert, logger: Any
     ) -> bool:
-        """Log the shortfall; whether the low signal is acted on at this iteration (and warn the first time)."""
+        """Log the shortfall; whether the critic is distrusted at this iteration (and warn the first time)."""
         shortfall = promised.shortfall() if promised is not None else None
         if shortfall is not None:
             logger.record("train/return_shortfall", shortfall)
-        if "critic_snr" not in stats or float(stats["critic_snr"]) >= LOW_SIGNAL_SNR:
+        low_signal = "critic_snr" in stats and float(stats["critic_snr"]) < LOW_SIGNAL_SNR
+        no_gap = expert.kind == Q_CONTINUOUS and "q_gap" in stats and float(stats["q_gap"]) <= 0.0
+        if not (low_signal or no_gap):
             return False
-        if not self.fallback and promised is not None:
+        if not (self.fallback and low_signal):
+            if promised is None:
+                return False
             if not self.seen:
                 self.seen = True
                 promised.restart()  # judge the episodes from here on, not those of a learner still learning
@@ -68,31 +75,43 @@ class LowSignalMonitor:
                 return False
         if not self.warned:
             self.warned = True
-            snr, low = float(stats["critic_snr"]), float(stats["critic_low_signal_fraction"])
-            message = low_signal_message(expert, snr, low, iteration, self.fallback, None if self.fallback else shortfall)
+            message = low_signal_message(
+                expert, stats, iteration, self.fallback, None if low_signal and self.fallback else shortfall
+            )
             warnings.warn(message, stacklevel=4)
         return True
 
 
 def low_signal_message(
-    expert: Expert, snr: float, low_fraction: float, iteration: int, fallback: bool, shortfall: float | None = None
+    expert: Expert, stats: dict[str, th.Tensor], iteration: int, fallback: bool, shortfall: float | None = None
 ) -> str:
-    """The one-time warning of a critic that says almost nothing about the learner's actions."""
+    """The one-time warning of a critic that cannot be trusted about the learner's actions."""
+    if "critic_snr" in stats and float(stats["critic_snr"]) < LOW_SIGNAL_SNR:
+        snr, low = float(stats["critic_snr"]), float(stats["critic_low_signal_fraction"])
+        sign = (
+            f"The expert's critic barely separates the learner's actions: at iteration {iteration} the spread of "
+            f"Q*({expert.source}) across the learner's K samples per state is {snr:.2f} times the disagreement of its "
+            f"own critics (train/critic_snr < {LOW_SIGNAL_SNR}), and below it on {100 * low:.0f}% of the "
+            "aggregated states. Its advantages are then mostly critic error, and a learner that follows them can end "
+            "below the expert, even below a random policy. "
+        )
+        since = f"since the ratio first fell below {LOW_SIGNAL_SNR}"
+    else:
+        sign = (
+            f"The expert's critic breaks its promise: at iteration {iteration} Q*({expert.source}) rates the learner's "
+            "samples at or above the expert's own action (train/q_gap <= 0), so the learner should get at least what "
+            "V* promises. "
+        )
+        since = "since the critic first rated the learner at the expert's level"
     returns = (
         ""
         if shortfall is None
-        else f"The roll-in's episodes since the ratio first fell below {LOW_SIGNAL_SNR} got {100 * shortfall:.0f}% less "
-        "than the critic promised at their first states (train/return_shortfall). "
+        else f"The roll-in's episodes {since} got {100 * shortfall:.0f}% less than the critic promised at their first "
+        "states (train/return_shortfall): the learner exploits the critic's errors. "
     )
     action = (
         "From now on AggreVaTeD clones the expert's actions on the aggregated states (low_signal_fallback=True)."
         if fallback
         else "Set low_signal_fallback=True to clone the expert's actions from then on (DAgger) instead."
     )
-    return (
-        f"The expert's critic barely separates the learner's actions: at iteration {iteration} the spread of "
-        f"Q*({expert.source}) across the learner's K samples per state is {snr:.2f} times the disagreement of its "
-        f"own critics (train/critic_snr < {LOW_SIGNAL_SNR}), and below it on {100 * low_fraction:.0f}% of the "
-        "aggregated states. Its advantages are then mostly critic error, and a learner that follows them can end "
-        "below the expert, even below a random policy. " + returns + action
-    )
+    return sign + returns + action
