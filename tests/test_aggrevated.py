@@ -928,9 +928,7 @@ def test_a_discrete_value_only_expert_is_matched_not_collapsed_onto_its_mode() -
 
     env = make_vec_env("CartPole-v1", n_envs=2, seed=0)
     expert = CategoricalPolicyExpert(env.observation_space, env.action_space, np.array([0.7, 0.3]))
-    model = AggreVaTeD(
-        "MlpPolicy", env, expert=expert, seed=0, beta_init=0.0, learning_rate=3e-3, **{**SMALL, "n_epochs": 4}
-    )
+    model = AggreVaTeD("MlpPolicy", env, expert=expert, seed=0, beta_init=0.0, learning_rate=3e-3, **{**SMALL, "n_epochs": 4})
     model.learn(512)
     obs = th.as_tensor(model._aggregation.get()[0])
     p_mode = model.policy.get_distribution(obs).distribution.probs[:, 0].detach()
