@@ -315,13 +315,14 @@ def test_a_low_critic_signal_warns_without_fallback_only_once_later_episodes_get
 
 
 @pytest.mark.parametrize("fallback", [False, True])
-@pytest.mark.parametrize("shortfall, distrusted", [(0.0, False), (None, False), (0.5, True)])
+@pytest.mark.parametrize("shortfall, distrusted", [(0.0, False), (None, False), (0.3, False), (0.7, True)])
 def test_a_critic_that_rates_the_learner_at_the_experts_level_is_judged_by_the_returns(
     fallback: bool, shortfall: float | None, distrusted: bool
 ) -> None:
     """One critic (no ratio to measure): q_gap <= 0 says the learner's samples are worth the expert's action, so by the
     performance-difference lemma its returns should reach V*(s0). Only episodes that begin after the gap first closed
-    are judged, with or without the fallback; a clear shortfall distrusts the critic (the shared DDPG lander expert)."""
+    are judged, with or without the fallback. A critic's own bias (30% on the shipped plate expert) is tolerated; half the
+    promise missing distrusts it (70% on the shared DDPG lander expert)."""
     model = _noisy_twin_model(slope=0.001, low_signal_fallback=fallback)
     model.set_logger(configure(None, [""]))
     model._promised = tracker = _FixedShortfall(shortfall)
