@@ -204,18 +204,26 @@ def test_record_video_headless(wheel_venv: FreshVenv, tmp_path: Path) -> None:
     assert videos and videos[0].stat().st_size > 1000
 
 
+@pytest.mark.parametrize(
+    "env_id, shipped",
+    [
+        ("sb3ext/CartPolePixels-v1", "ppo/sb3ext-CartPole-v0_1"),
+        pytest.param("sb3ext/BallPlatePixels-v1", "sac/sb3ext-BallPlateContinuous-v0_1", marks=pytest.mark.slow),
+    ],
+)
 def test_pixel_learner_replays_through_enjoy_and_record_video_without_its_state_expert(
-    wheel_venv: FreshVenv, tmp_path: Path
+    wheel_venv: FreshVenv, tmp_path: Path, env_id: str, shipped: str
 ) -> None:
-    """The frame learner of ``sb3ext/CartPolePixels-v1`` (its YAML entry: CnnPolicy, 4 stacked frames) trained from a
-    copy of the shipped state expert; the copy is deleted before ``rl_zoo3.enjoy`` and ``record_video`` replay it."""
+    """The frame learner of a pixel env (its YAML entry: CnnPolicy, or MultiInputPolicy on the camera plate's frames
+    and joint readings; 4 stacked frames) trained from a copy of the shipped state expert; the copy is deleted before
+    ``rl_zoo3.enjoy`` and ``record_video`` replay it."""
     import shutil
 
     from sb3ext.experts.references import shipped_expert
 
     expert = tmp_path / "state_expert"
-    shutil.copytree(shipped_expert("ppo/sb3ext-CartPole-v0_1"), expert)
-    env_id, run_dir = "sb3ext/CartPolePixels-v1", tmp_path / "logs" / "aggrevated" / "sb3ext-CartPolePixels-v1_1"
+    shutil.copytree(shipped_expert(shipped), expert)
+    run_dir = tmp_path / "logs" / "aggrevated" / f"{env_id.replace('/', '-')}_1"
     wheel_venv.run(
         "-m", "rl_zoo3.train", "--algo", "aggrevated", "--env", env_id, "-f", "logs", "-n", "1024",
         "--eval-freq", "-1", "--hyperparams", f"expert:'{expert}'", cwd=tmp_path,
