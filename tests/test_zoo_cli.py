@@ -205,14 +205,14 @@ def test_record_video_headless(wheel_venv: FreshVenv, tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(
-    "env_id, shipped",
+    "env_id, shipped, steps",
     [
-        ("sb3ext/CartPolePixels-v1", "ppo/sb3ext-CartPole-v0_1"),
-        pytest.param("sb3ext/BallPlatePixels-v1", "sac/sb3ext-BallPlateContinuous-v0_1", marks=pytest.mark.slow),
+        ("sb3ext/CartPolePixels-v1", "ppo/sb3ext-CartPole-v0_1", "1024"),
+        pytest.param("sb3ext/BallPlatePixels-v1", "sac/sb3ext-BallPlateContinuous-v0_1", "512", marks=pytest.mark.slow),
     ],
 )
 def test_pixel_learner_replays_through_enjoy_and_record_video_without_its_state_expert(
-    wheel_venv: FreshVenv, tmp_path: Path, env_id: str, shipped: str
+    wheel_venv: FreshVenv, tmp_path: Path, env_id: str, shipped: str, steps: str
 ) -> None:
     """The frame learner of a pixel env (its YAML entry: CnnPolicy, or MultiInputPolicy on the camera plate's frames
     and joint readings; 4 stacked frames) trained from a copy of the shipped state expert; the copy is deleted before
@@ -225,7 +225,7 @@ def test_pixel_learner_replays_through_enjoy_and_record_video_without_its_state_
     shutil.copytree(shipped_expert(shipped), expert)
     run_dir = tmp_path / "logs" / "aggrevated" / f"{env_id.replace('/', '-')}_1"
     wheel_venv.run(
-        "-m", "rl_zoo3.train", "--algo", "aggrevated", "--env", env_id, "-f", "logs", "-n", "1024",
+        "-m", "rl_zoo3.train", "--algo", "aggrevated", "--env", env_id, "-f", "logs", "-n", steps,
         "--eval-freq", "-1", "--hyperparams", f"expert:'{expert}'", cwd=tmp_path,
     )  # fmt: skip
     shutil.rmtree(expert)
