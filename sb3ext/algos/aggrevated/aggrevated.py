@@ -119,7 +119,7 @@ class AggreVaTeD(SafeLoad, PPO):
     :param low_signal_fallback: clone the expert from the iteration on which its critic is shown untrustworthy
         (saved: ``low_signal_iteration``): its critics disagree about the learner's samples more than they separate
         them (``train/critic_snr`` < 1), or it rates them at the expert's level (``train/q_gap`` <= 0) while the
-        learner's returns fall clearly short of V*(s0); for critics that are flat or exploitable (MountainCar, lander)
+        learner's returns fall short of half of V*(s0); for critics that are flat or exploitable (MountainCar, lander)
     :param bound_coef: weight of the penalty on a Gaussian mean outside the action bounds; raise it if the means
         drift past the bounds (HalfCheetah: 10)
     :param target_kl: stop the epochs of an iteration when the approximate KL exceeds ``1.5 * target_kl``

@@ -1,8 +1,10 @@
-"""The expert's critic says too little: AggreVaTeD's watch on its signal against its noise (``train/critic_snr``).
+"""The expert's critic cannot be trusted: AggreVaTeD's watch on its signal against its noise (``train/critic_snr``),
+and on its promise against the learner's returns (``train/q_gap``, ``train/return_shortfall``).
 
 A critic that barely separates the learner's K samples at a state (its ensemble disagrees about them by as much as
-they differ) gives advantages that are mostly its own error, and a learner that follows them can end below the
-expert. :class:`LowSignalMonitor` warns once; with ``low_signal_fallback`` the algorithm clones the expert from then on.
+they differ), or one that rates the learner at the expert's level while the learner gets far less than it promised,
+gives advantages that are mostly its own error, and a learner that follows them can end below the expert.
+:class:`LowSignalMonitor` warns once; with ``low_signal_fallback`` the algorithm clones the expert from then on.
 """
 
 from __future__ import annotations
@@ -82,17 +84,23 @@ class LowSignalMonitor:
         if not self.warned:
             self.warned = True
             message = low_signal_message(
-                expert, stats, iteration, self.fallback, None if low_signal and self.fallback else shortfall
+                expert, stats, low_signal, iteration, self.fallback, None if low_signal and self.fallback else shortfall
             )
             warnings.warn(message, stacklevel=4)
         return True
 
 
 def low_signal_message(
-    expert: Expert, stats: dict[str, th.Tensor], iteration: int, fallback: bool, shortfall: float | None = None
+    expert: Expert,
+    stats: dict[str, th.Tensor],
+    low_signal: bool,
+    iteration: int,
+    fallback: bool,
+    shortfall: float | None = None,
 ) -> str:
-    """The one-time warning of a critic that cannot be trusted about the learner's actions."""
-    if "critic_snr" in stats and float(stats["critic_snr"]) < LOW_SIGNAL_SNR:
+    """The one-time warning of a critic that cannot be trusted about the learner's actions: its low signal
+    (``low_signal``) or its broken promise."""
+    if low_signal:
         snr, low = float(stats["critic_snr"]), float(stats["critic_low_signal_fraction"])
         sign = (
             f"The expert's critic barely separates the learner's actions: at iteration {iteration} the spread of "
