@@ -24,6 +24,7 @@ from sb3ext.algos.aggrevated.buffers import StateAggregationBuffer, batch_size_o
 from sb3ext.algos.aggrevated.estimators import (
     Estimator,
     ImitationMetrics,
+    LossWeights,
     expected_advantages,
     leave_one_out_advantages,
     make_estimator,
@@ -62,25 +63,14 @@ __all__ = ["AggreVaTeD", "expected_advantages", "leave_one_out_advantages"]
 
 class AggreVaTeD(SafeLoad, PPO):
     """
-    AggreVaTeD (Deeply AggreVaTeD, Sun et al. 2017): imitation learning by policy gradient on the
-    expert's cost-to-go, with a PPO-style clipped trust region.
+    AggreVaTeD (Deeply AggreVaTeD, Sun et al. 2017): imitation by policy gradient on an expert's cost-to-go, with
+    PPO's clipped trust region. Paper: https://arxiv.org/abs/1703.01030
 
-    Paper: https://arxiv.org/abs/1703.01030
-
-    Each iteration rolls in with the mixture ``beta * expert + (1 - beta) * learner`` (the executed
-    action only decides which states are visited), keeps the states of the last
-    ``aggregation_window`` roll-ins, and at each of them scores fresh samples of the *learner's*
-    current policy with the frozen expert critic Q*. The policy is updated with the PPO clipped
-    surrogate on these samples, with their advantage against a per-state baseline:
-
-    * continuous actions: K samples per state, leave-one-out baseline ``A_k = q_k - mean_{j!=k} q_j``;
-    * discrete actions: the exact expectation over all actions, baseline ``sum_a pi_old(a|s) Q*(s,a)``;
-    * value-only experts (PPO, A2C, TRPO: V* but no Q*): the expert's own policy as its soft advantage,
-      ``A*(s, a) = alpha log pi*(a|s)`` (exact for an entropy-regularised optimal expert), scoring K learner
-      samples per aggregated state (all actions when discrete).
-
-    A value head is trained on the environment's returns throughout, so that a saved learner can be handed over to
-    PPO as it is (``PPO.load(path, env=env, ...)``) and go on with reinforcement learning.
+    Each iteration rolls in with the mixture ``beta * expert + (1 - beta) * learner`` (the executed action only
+    decides which states are visited), keeps the states of the last ``aggregation_window`` roll-ins, and scores fresh
+    samples of the learner's current policy there with the frozen expert: its Q* where it has one, else its policy's
+    soft advantage (one estimator per kind of expert, :mod:`sb3ext.algos.aggrevated.estimators`). A value head
+    learns the env's returns, so that a saved learner can be handed over to PPO (``PPO.load(path, env=env)``).
 
     :param policy: The policy model to use (MlpPolicy, CnnPolicy)
     :param env: The environment to learn from (if registered in Gym, can be str)
@@ -225,20 +215,11 @@ class AggreVaTeD(SafeLoad, PPO):
         self.expert_cap = expert_cap
         self.low_signal_fallback = low_signal_fallback
         self.bound_coef = bound_coef
-        # set once the learner's statistics have been started from the expert's (saved with the model: only once)
+        # saved with the model: the statistics are started from the expert's only once; the imitation iterations
+        # (not reset by learn(reset_num_timesteps=True)) let `-i` / a resumed checkpoint continue the beta schedule
         self.obs_stats_from_expert = False
-        # Progress of the imitation phase: saved with the model, not reset by learn(reset_num_timesteps=True),
-        # so that `-i` / a resumed checkpoint continues the beta schedule and the switch to RL.
         self.imitation_iterations = 0
-        self._expert: Expert | None = None
-        self._aggregation: StateAggregationBuffer | None = None
-        self._estimator: Estimator | None = None
-        self._promised: PromisedReturns | None = None  # roll-in returns against V*(s0) (train/return_shortfall)
-        self._last_expert_fraction = 0.0
-        self._low_signal = LowSignalMonitor(bool(low_signal_fallback))
         self.low_signal_iteration: int | None = None
-        self._timings: dict[str, float] = {}  # seconds of the latest roll-in (logged as time/* by train)
-
         if _init_setup_model:
             self._setup_model()
 
@@ -258,8 +239,11 @@ class AggreVaTeD(SafeLoad, PPO):
         to_channels_last(self.policy)  # image policies on CPU: the same network, faster training passes
         self._mix_rng = np.random.default_rng(self.seed)
         self._low_signal = LowSignalMonitor(bool(self.low_signal_fallback))
-        self._expert = None
-        self._aggregation = None
+        self._expert: Expert | None = None
+        self._aggregation: StateAggregationBuffer | None = None
+        self._estimator: Estimator | None = None
+        self._promised: PromisedReturns | None = None  # roll-in returns against V*(s0) (train/return_shortfall)
+        self._timings: dict[str, float] = {}  # seconds of the latest roll-in (logged as time/* by train)
         self._expert_reads_state = False
         self._state_tracker: StateTracker | None = None
         if self.expert is not None:
@@ -281,20 +265,9 @@ class AggreVaTeD(SafeLoad, PPO):
             expert_cap=bool(self.expert_cap),
         )
         self._expert, self.expert = loaded, expert
-        learner_shape, learner_dtype = observation_layout(self.observation_space)
-        self._aggregation = StateAggregationBuffer(
-            self.aggregation_window,
-            self.n_steps * self.n_envs,
-            learner_shape,
-            loaded.observation_space.shape,  # type: ignore[arg-type]
-            reservoir=int(self.aggregation_reservoir),
-            falls=int(self.aggregation_falls),
-            fall_steps=FALL_STEPS,
-            n_envs=self.n_envs,
-            rng=np.random.default_rng(None if self.seed is None else [self.seed, 1]),  # not the roll-in's stream
-            learner_dtype=learner_dtype,
-            expert_dtype=loaded.obs_dtype,
-        )
+        self._aggregation = StateAggregationBuffer.for_expert(
+            loaded, self.observation_space, int(self.aggregation_window), self.n_steps, self.n_envs,
+            reservoir=int(self.aggregation_reservoir), falls=int(self.aggregation_falls), seed=self.seed)  # fmt: skip
 
     def set_expert(self, expert: str | os.PathLike[str] | Expert) -> None:
         """Attach (or replace) the expert of a model, e.g. after ``AggreVaTeD.load(path)``. The aggregated states are
@@ -455,26 +428,21 @@ class AggreVaTeD(SafeLoad, PPO):
                       observation_normalizer(self.env), self._promised)  # fmt: skip
 
     # ------------------------------------------------------------------ update
-    def train(self) -> None:
-        """One imitation iteration: re-score the aggregated states and update the policy and its value head."""
-        self._train_imitation()
-        self.imitation_iterations += 1
-        self.logger.record("train/imitation_iterations", self.imitation_iterations)
-
     def _extra_loss(self, view: Any) -> th.Tensor | None:
         """A loss term a subclass adds to every minibatch, weighted like the pull toward the expert (``MatchedDAgger``:
         cloning on its memory of visited states); none here."""
         return None
 
     def _check_critic_signal(self, stats: dict[str, th.Tensor]) -> None:
-        """Watch the critic's signal (``train/critic_snr``); with ``low_signal_fallback``, clone the expert from the
-        first low ratio on (``low_signal_iteration``, saved with the model). See :class:`LowSignalMonitor`."""
+        """Watch the critic's signal (:class:`LowSignalMonitor`); with ``low_signal_fallback``, clone the expert from
+        the iteration on which it is first shown untrustworthy (``low_signal_iteration``, saved with the model)."""
         assert self._expert is not None
         acted = self._low_signal.check(stats, self._promised, self.imitation_iterations, self._expert, self.logger)
         if acted and self.low_signal_fallback and self.low_signal_iteration is None:
             self.low_signal_iteration = self.imitation_iterations
 
-    def _train_imitation(self) -> None:
+    def train(self) -> None:
+        """One imitation iteration: re-score the aggregated states and update the policy and its value head."""
         if self._expert is None or self._aggregation is None:
             raise ValueError(_NO_EXPERT_MESSAGE)
         self.policy.set_training_mode(True)
@@ -499,9 +467,7 @@ class AggreVaTeD(SafeLoad, PPO):
         self._check_critic_signal(stats)
         # clone the expert (DAgger): asked for, or the critic says too little
         imitate = self.clones_expert or self.low_signal_iteration is not None
-        bc_coef = max(float(self.expert_bc_coef), 1.0) if imitate else float(self.expert_bc_coef)
-        bc_margin = -math.inf if imitate else (float(self.expert_bc_margin) if bc_coef > 0 else None)
-        policy_coef = 0.0 if imitate else 1.0
+        weights = LossWeights.of(imitate, self.expert_bc_coef, self.expert_bc_margin, self.bound_coef, self.ent_coef)
         gradient_groups = actor_critic_parameters(self.policy)
         log_std_floor = log_std_floor_of(self.policy, self.action_space)
         continue_training = True
@@ -513,7 +479,8 @@ class AggreVaTeD(SafeLoad, PPO):
                 distribution, values = distribution_and_values(
                     self.policy, select(learner_obs, idx), select(rollout.observations, value_idx)
                 )
-                terms = surrogate_terms(scores, idx, distribution, clip_range, self.action_space, self.device, bc_margin)
+                terms = surrogate_terms(scores, idx, distribution, clip_range, self.action_space, self.device,
+                                        weights.expert_bc_margin)  # fmt: skip
                 value_loss = F.mse_loss(rollout.returns[value_idx], values)
                 # the trust region guards the critic-driven update; cloning has a fixed target and may move further
                 if not imitate and kl_exceeded(terms.approx_kl.item(), self.target_kl):
@@ -521,16 +488,10 @@ class AggreVaTeD(SafeLoad, PPO):
                     if self.verbose >= 1:
                         print(f"Early stopping at epoch {epoch} due to reaching max kl: {terms.approx_kl.item():.3f}")
                     break
-                loss = (
-                    policy_coef * terms.policy_loss
-                    + self.bound_coef * terms.bound_penalty
-                    + self.ent_coef * terms.entropy_loss
-                    + bc_coef * terms.expert_bc
-                    + self.vf_coef * value_loss
-                )
+                loss = weights.total(terms) + self.vf_coef * value_loss
                 extra = self._extra_loss(view)
                 if extra is not None:
-                    loss = loss + bc_coef * extra
+                    loss = loss + weights.expert_bc * extra
                 self.policy.optimizer.zero_grad()
                 loss.backward()
                 # Clip the actor's and the critic's gradients separately: the value loss is on the env's
@@ -547,16 +508,13 @@ class AggreVaTeD(SafeLoad, PPO):
                 break
 
         timings["update_s"] = time.perf_counter() - update_start
-        more = {"low_signal_imitation": float(self.low_signal_iteration is not None), "aggregated_states": n_states}
-        if self._expert.ent_coef is not None:
-            more["expert_ent_coef"] = self._expert.ent_coef
-        if self._aggregation.falls:
-            more["aggregated_falls"] = self._aggregation.n_falls
-        if hasattr(self.policy, "log_std"):
-            more["std"] = th.exp(self.policy.log_std).mean().item()
         fit = explained_variance(self.rollout_buffer.values.flatten(), self.rollout_buffer.returns.flatten())
-        record_iteration(self.logger, metrics, stats, timings, explained_variance=fit,
-                         clip_range=clip_range, **more)  # fmt: skip
+        std = th.exp(self.policy.log_std).mean().item() if hasattr(self.policy, "log_std") else None
+        self.imitation_iterations += 1
+        record_iteration(self.logger, metrics, stats, timings, explained_variance=fit, clip_range=clip_range, std=std,
+                         low_signal_imitation=float(self.low_signal_iteration is not None), aggregated_states=n_states,
+                         expert_ent_coef=self._expert.ent_coef, imitation_iterations=self.imitation_iterations,
+                         aggregated_falls=self._aggregation.n_falls if self._aggregation.falls else None)  # fmt: skip
         self.logger.record("train/n_updates", self._n_updates, exclude="tensorboard")
 
     # ------------------------------------------------------------------ learn
@@ -572,13 +530,10 @@ class AggreVaTeD(SafeLoad, PPO):
         fresh = self.num_timesteps == 0  # before SB3 resets the counter: a loaded, trained model is not fresh
         result = super()._setup_learn(total_timesteps, callback, reset_num_timesteps, *args)
         normalizer = observation_normalizer(self.env)
-        if not fresh or self.obs_stats_from_expert or self._expert_reads_state or normalizer is None:
-            return result
-        if start_from_expert_statistics(normalizer, self._expert):
-            self._last_obs = normalizer.normalize_obs(normalizer.get_original_obs())  # type: ignore[assignment]
-            self.obs_stats_from_expert = True
-            if self.verbose >= 1:
-                print(f"The learner's observation statistics start from the expert's ({self._expert.source})")
+        if fresh and not (self.obs_stats_from_expert or self._expert_reads_state) and normalizer is not None:
+            self.obs_stats_from_expert = start_from_expert_statistics(normalizer, self._expert, self.verbose)
+            if self.obs_stats_from_expert:  # the first observation, on the expert's scale
+                self._last_obs = normalizer.normalize_obs(normalizer.get_original_obs())  # type: ignore[assignment]
         return result
 
     def learn(
@@ -613,10 +568,6 @@ _RANGES = {
     "expert_bc_margin": (False, -math.inf, math.inf, "a number (standard deviations of the samples' Q*; -inf: every state)"),
     "bound_coef": (False, 0.0, math.inf, "a number >= 0"),
 }
-
-#: how many of a terminated episode's last states ``aggregation_falls`` keeps (128 was measured no better)
-FALL_STEPS = 64
-
 
 _NO_EXPERT_MESSAGE = (
     "AggreVaTeD needs an expert to learn: pass expert=<zoo folder or .zip> to the constructor, "

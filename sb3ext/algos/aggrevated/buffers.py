@@ -8,6 +8,11 @@ from typing import Any
 import numpy as np
 from gymnasium import spaces
 
+from sb3ext.experts import Expert
+
+#: how many of a terminated episode's last states the fall store keeps (128 was measured no better)
+FALL_STEPS = 64
+
 
 class DictObs:
     """Observations of a ``Dict`` space stored as one array per key, indexed like one array: ``store[idx]`` is a dict
@@ -133,6 +138,19 @@ class StateAggregationBuffer:
         self._recent_expert = np.zeros((history, n_envs, *expert_shape), dtype=expert_dtype)
         self._recent_pos = 0
         self._recent_count = np.zeros(n_envs, dtype=np.int64)  # states of the current episode in the ring
+
+    @classmethod
+    def for_expert(
+        cls, expert: Expert, learner_space: spaces.Space, window: int, n_steps: int, n_envs: int,
+        reservoir: int, falls: int, seed: int | None,
+    ) -> StateAggregationBuffer:  # fmt: skip
+        """The buffer of a model: roll-ins of ``n_steps`` on ``n_envs`` envs, observed by the learner through
+        ``learner_space`` and by ``expert``; the reservoir draws from its own stream of ``seed``."""
+        learner_shape, learner_dtype = observation_layout(learner_space)
+        return cls(window, n_steps * n_envs, learner_shape, expert.observation_space.shape,  # type: ignore[arg-type]
+                   reservoir=reservoir, falls=falls, fall_steps=FALL_STEPS, n_envs=n_envs,
+                   rng=np.random.default_rng(None if seed is None else [seed, 1]),  # not the roll-in's stream
+                   learner_dtype=learner_dtype, expert_dtype=expert.obs_dtype)  # fmt: skip
 
     def add(self, learner_obs: Any, expert_obs: np.ndarray) -> None:
         """Add a batch of states (one per env); the ones they replace in the window go to the reservoir."""

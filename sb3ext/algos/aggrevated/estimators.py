@@ -15,6 +15,7 @@ Each returns the learner observations to update at, typed scores (:class:`Sample
 
 from __future__ import annotations
 
+import math
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field, fields
@@ -309,6 +310,35 @@ class SurrogateTerms:
     expert_bc_fraction: th.Tensor  # the share of states it pulled at
 
 
+@dataclass(frozen=True)
+class LossWeights:
+    """The weights of an iteration's loss terms. Cloning (``imitate``: ``MatchedDAgger``, or a critic found
+    untrustworthy) drops the critic's surrogate and pulls toward the expert's action on every state, with a weight of
+    at least 1; otherwise the pull acts at ``expert_bc_coef`` on the states beyond ``expert_bc_margin`` (None: off)."""
+
+    policy: float
+    bound: float
+    entropy: float
+    expert_bc: float
+    expert_bc_margin: float | None
+
+    @classmethod
+    def of(cls, imitate: bool, expert_bc_coef: float, expert_bc_margin: float, bound: float, entropy: float) -> LossWeights:
+        if imitate:
+            return cls(0.0, bound, entropy, max(float(expert_bc_coef), 1.0), -math.inf)
+        bc_coef = float(expert_bc_coef)
+        return cls(1.0, bound, entropy, bc_coef, float(expert_bc_margin) if bc_coef > 0 else None)
+
+    def total(self, terms: SurrogateTerms) -> th.Tensor:
+        """The weighted sum of the policy's terms (the value loss and any extra term are added by the caller)."""
+        return (
+            self.policy * terms.policy_loss
+            + self.bound * terms.bound_penalty
+            + self.entropy * terms.entropy_loss
+            + self.expert_bc * terms.expert_bc
+        )
+
+
 @dataclass
 class ImitationMetrics:
     """What an imitation iteration logs as ``train/<field>``: the mean over its minibatches. Kept as tensors, one
@@ -333,14 +363,15 @@ class ImitationMetrics:
 
 
 def record_iteration(
-    logger: Any, metrics: ImitationMetrics, stats: dict[str, th.Tensor], timings: dict[str, float], **values: float
+    logger: Any, metrics: ImitationMetrics, stats: dict[str, th.Tensor], timings: dict[str, float], **values: float | None
 ) -> None:
     """Log an imitation iteration: ``time/<part>_s``, the minibatch means and the estimator's statistics as
-    ``train/<name>``, and the other ``values`` as ``train/<name>``."""
+    ``train/<name>``, and the other ``values`` as ``train/<name>`` (those that are not None)."""
     for key, seconds in timings.items():
         logger.record(f"time/{key}", seconds)
     for key, value in {**metrics.means(), **{k: float(v) for k, v in stats.items()}, **values}.items():
-        logger.record(f"train/{key}", value)
+        if value is not None:
+            logger.record(f"train/{key}", value)
 
 
 def surrogate_terms(

@@ -1,7 +1,5 @@
 """The roll-in: which of the expert and the learner acts at each step, and what is kept of the visited states.
 
-* :class:`BetaSchedule`: the expert's share ``beta_n = beta_init * beta_decay ** n`` of imitation iteration n
-  (0 once the switch to RL has happened); the model for the schedule classes of SB3's ``utils``.
 * :class:`PromisedReturns`: how far the roll-in's episodes fall short of what the expert's critic promises at
   their first states (``train/return_shortfall``).
 * :class:`RollIn`: one roll-in of the mixture ``beta * expert + (1 - beta) * learner``; called by the
@@ -123,7 +121,7 @@ def expert_reads_state(
     )
 
 
-def start_from_expert_statistics(normalizer: VecNormalize, expert: Expert) -> bool:
+def start_from_expert_statistics(normalizer: VecNormalize, expert: Expert, verbose: int = 0) -> bool:
     """Start the learner's ``VecNormalize`` observation statistics from a copy of the expert's frozen ones (mean,
     variance and count; e.g. a zoo PPO expert's ``vecnormalize.pkl``) when both read the same observations: the
     learner reads its inputs on the expert's scale from the first iteration on. They keep updating, weighted by that
@@ -135,6 +133,8 @@ def start_from_expert_statistics(normalizer: VecNormalize, expert: Expert) -> bo
     if np.shape(stats.mean) != np.shape(own.mean):
         return False
     normalizer.obs_rms = copy.deepcopy(stats)
+    if verbose >= 1:
+        print(f"The learner's observation statistics start from the expert's ({expert.source})")
     return True
 
 
