@@ -4,7 +4,8 @@
 #   bash scripts/run.sh demo   # set up .venv, then AggreVaTeD on Pendulum-v1 from the shipped expert (offline)
 #   bash scripts/run.sh test   # set up .venv, then the default test suite (what .ci/run runs)
 #
-# Extra arguments go to the demo (`python -m sb3ext.demo --help`) or to pytest.
+# Extra arguments go to the demo (`python -m sb3ext.demo --help`) or to pytest (two workers by default;
+# SB3EXT_TEST_WORKERS=0 runs the tests in one process).
 # Set-up: a virtualenv in .venv (Python 3.11: pybullet ships wheels for 3.11 only), the CPU build of
 # torch pinned below (a bare `torch` requirement would pull a multi-GB CUDA build), then sb3ext
 # in editable mode with its test, MuJoCo and Atari extras. Override the interpreter with PYTHON=/path/to/python3.11.
@@ -44,8 +45,9 @@ case "$command" in
         ;;
     test)
         setup
-        # -p no:cacheprovider: CI runs in a fresh clone; keep the tree clean
-        exec .venv/bin/python -m pytest -p no:cacheprovider "$@"
+        # -p no:cacheprovider: CI runs in a fresh clone; keep the tree clean. Two workers, one test file each at a
+        # time (module fixtures are built once); SB3EXT_TEST_WORKERS=0 runs in this process.
+        exec .venv/bin/python -m pytest -p no:cacheprovider -n "${SB3EXT_TEST_WORKERS:-2}" --dist loadfile "$@"
         ;;
     setup)
         setup
