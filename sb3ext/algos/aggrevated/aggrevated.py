@@ -537,22 +537,11 @@ class AggreVaTeD(SafeLoad, PPO):
         return result
 
     def learn(
-        self: SelfAggreVaTeD,
-        total_timesteps: int,
-        callback: MaybeCallback = None,
-        log_interval: int = 1,
-        tb_log_name: str = "AggreVaTeD",
-        reset_num_timesteps: bool = True,
-        progress_bar: bool = False,
-    ) -> SelfAggreVaTeD:
-        return super().learn(
-            total_timesteps=total_timesteps,
-            callback=callback,
-            log_interval=log_interval,
-            tb_log_name=tb_log_name,
-            reset_num_timesteps=reset_num_timesteps,
-            progress_bar=progress_bar,
-        )
+        self: SelfAggreVaTeD, total_timesteps: int, callback: MaybeCallback = None, log_interval: int = 1,
+        tb_log_name: str = "AggreVaTeD", reset_num_timesteps: bool = True, progress_bar: bool = False,
+    ) -> SelfAggreVaTeD:  # fmt: skip
+        """PPO's, logging to TensorBoard under ``AggreVaTeD``."""
+        return super().learn(total_timesteps, callback, log_interval, tb_log_name, reset_num_timesteps, progress_bar)
 
 
 #: AggreVaTeD's own numeric parameters: (an integer?, lowest, highest, what is allowed)
