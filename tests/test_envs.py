@@ -262,39 +262,3 @@ def test_ids_are_registered_in_a_fresh_interpreter_without_importing_sb3ext() ->
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip().endswith("(4,) True")
 
-
-def test_frame_history_stacks_frames_spacing_steps_apart_newest_last() -> None:
-    from sb3ext.envs.wrappers import FrameHistory
-
-    env = FrameHistory(gym.make("sb3ext/BallPlatePixels-v1"), n_frames=4, spacing=3)
-    assert env.observation_space["camera"].shape == (84, 84, 4) and env.observation_space["joints"].shape == (4,)
-    obs, _ = env.reset(seed=0)
-    newest = [obs["camera"][..., -1]]
-    assert all(np.array_equal(obs["camera"][..., k], newest[0]) for k in range(4))  # the first frame, repeated
-    for _ in range(12):
-        obs, *_ = env.step(np.array([1.0, -1.0], dtype=np.float32))  # the ball rolls: the frames differ
-        newest.append(obs["camera"][..., -1])
-    assert env.observation_space.contains(obs)
-    for k in range(4):  # channel k is the frame of step 12 - 3 * (3 - k)
-        assert np.array_equal(obs["camera"][..., k], newest[12 - 3 * (3 - k)])
-    assert not np.array_equal(obs["camera"][..., 0], obs["camera"][..., 3])
-    obs, _ = env.reset(seed=1)  # a new episode starts a new history
-    assert all(np.array_equal(obs["camera"][..., k], obs["camera"][..., 3]) for k in range(3))
-    env.close()
-
-
-@pytest.mark.parametrize(
-    ("env_id", "kwargs", "message"),
-    [
-        ("sb3ext/BallPlatePixels-v1", {"spacing": 0}, "spacing must be an integer >= 1, got 0"),
-        ("sb3ext/BallPlatePixels-v1", {"key": "frames"}, "no 'frames' in the observation"),
-        ("sb3ext/BallPlateContinuous-v0", {}, "FrameHistory stacks uint8 images"),
-    ],
-)
-def test_frame_history_refuses_what_it_cannot_stack(env_id: str, kwargs: dict, message: str) -> None:
-    from sb3ext.envs.wrappers import FrameHistory
-
-    env = gym.make(env_id)
-    with pytest.raises(ValueError, match=message):
-        FrameHistory(env, **kwargs)
-    env.close()
