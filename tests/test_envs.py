@@ -261,4 +261,3 @@ def test_ids_are_registered_in_a_fresh_interpreter_without_importing_sb3ext() ->
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd="/")
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip().endswith("(4,) True")
-
