@@ -340,17 +340,48 @@ def test_a_critic_that_rates_the_learner_at_the_experts_level_is_judged_by_the_r
 
 def test_low_signal_fallback_clones_the_expert_from_the_first_low_signal_iteration() -> None:
     model = _noisy_twin_model(slope=0.001, low_signal_fallback=True, n_epochs=10, target_kl=None, learning_rate=1e-2)
-    with pytest.warns(UserWarning, match="clones the expert's actions"):
+    with pytest.warns(UserWarning, match="is DAgger: it clones the expert's actions"):
         model.learn(16 * 10)
     assert model.low_signal_iteration == 0 and model.logger.name_to_value["train/low_signal_imitation"] == 1.0
     assert model.logger.name_to_value["train/expert_bc_fraction"] == 1.0
     obs = th.as_tensor(model._aggregation.get()[0])  # the states it was trained on
     mean = model.policy.get_distribution(obs).distribution.mean
     assert (mean - 1.0).abs().mean().item() < 0.1  # the expert acts 1.0; the flat critic says nothing
+    # from then on it is DAgger: it clones on every visited state (10 roll-ins of 16), beyond the window's 64
+    memory = model._bc_memory
+    assert memory is not None and memory.size == 16 * 10 and len(model._aggregation) == 64
+    assert model.logger.name_to_value["train/bc_memory_states"] == 16 * 10
+    remembered, actions = memory.stored()
+    assert np.all(actions == 1.0) and model.logger.name_to_value["train/expert_bc_memory"] < 0.05
+    mean = model.policy.get_distribution(th.as_tensor(remembered)).distribution.mean
+    assert (mean - 1.0).abs().mean().item() < 0.1
     follow = _noisy_twin_model(slope=0.001, episode_steps=8, n_epochs=10, target_kl=None, learning_rate=1e-2)
     with pytest.warns(UserWarning, match="Set low_signal_fallback=True"):
         follow.learn(16 * 10)
     assert follow.low_signal_iteration is None and follow.logger.name_to_value["train/low_signal_imitation"] == 0.0
+    assert follow._bc_memory is None  # no fallback: no memory, no expert query at states it does not act on
+
+
+def test_the_fallbacks_memory_is_kept_from_the_start_and_cloned_on_only_after_the_fallback(tmp_path: Path) -> None:
+    """The states visited before the critic is distrusted are remembered too (DAgger's memory of every visited state),
+    but a learner whose critic stays trusted never clones on them: its update is AggreVaTeD's alone."""
+    model = _noisy_twin_model(slope=0.001, low_signal_fallback=True)
+    model._check_critic_signal = lambda stats: None  # a critic never distrusted
+    model.learn(16 * 3)
+    assert model._bc_memory is not None and model._bc_memory.size == 16 * 3
+    logged = model.logger.name_to_value
+    assert "train/expert_bc_memory" not in logged and "train/bc_memory_states" not in logged
+    model.low_signal_iteration = model.imitation_iterations  # distrusted now: DAgger on all it has visited
+    model.learn(16, reset_num_timesteps=False)
+    logged = model.logger.name_to_value
+    assert logged["train/bc_memory_states"] == 16 * 4 and logged["train/expert_bc_memory"] > 0
+    model.save(tmp_path / "fallen")
+    loaded = AggreVaTeD.load(tmp_path / "fallen", env=model.env)
+    assert loaded.low_signal_iteration == 3 and loaded._bc_memory is None  # no expert yet: nothing to clone
+    loaded.set_expert(model._expert)
+    assert loaded._bc_memory is not None and loaded._bc_memory.size == 0  # the memory is not saved: it starts anew
+    loaded.learn(16 * 2, reset_num_timesteps=False)
+    assert loaded._bc_memory.size == 16 * 2 and loaded.logger.name_to_value["train/expert_bc_memory"] > 0
 
 
 class _ContraryExpert(QuadraticExpert):

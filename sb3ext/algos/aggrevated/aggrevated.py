@@ -20,7 +20,13 @@ from stable_baselines3.common.utils import explained_variance, obs_as_tensor
 from stable_baselines3.common.vec_env import VecEnv
 from torch.nn import functional as F
 
-from sb3ext.algos.aggrevated.buffers import StateAggregationBuffer, batch_size_of, observation_layout, select
+from sb3ext.algos.aggrevated.buffers import (
+    ExpertActionMemory,
+    StateAggregationBuffer,
+    batch_size_of,
+    observation_layout,
+    select,
+)
 from sb3ext.algos.aggrevated.estimators import (
     Estimator,
     ImitationMetrics,
@@ -28,6 +34,7 @@ from sb3ext.algos.aggrevated.estimators import (
     expected_advantages,
     leave_one_out_advantages,
     make_estimator,
+    memory_cloning_loss,
     record_iteration,
     surrogate_terms,
 )
@@ -106,10 +113,11 @@ class AggreVaTeD(SafeLoad, PPO):
         of their standard deviations; ``-inf``: every state (Walker2d)
     :param expert_cap: score a sample with ``min(Q*(s, a), Q*(s, expert action))`` (Q* experts, ``Box``): no credit
         above the expert's own action, for critics nearly flat across actions that a learner can climb (MuJoCo)
-    :param low_signal_fallback: clone the expert from the iteration on which its critic is shown untrustworthy
-        (saved: ``low_signal_iteration``): its critics disagree about the learner's samples more than they separate
-        them (``train/critic_snr`` < 1), or it rates them at the expert's level (``train/q_gap`` <= 0) while the
-        learner's returns fall short of half of V*(s0); for critics that are flat or exploitable (MountainCar, lander)
+    :param low_signal_fallback: become DAgger from the iteration on which the expert's critic is shown untrustworthy
+        (saved: ``low_signal_iteration``), cloning its actions on every state visited so far (kept from the start,
+        with the expert's action): its critics disagree about the learner's samples more than they separate them
+        (``train/critic_snr`` < 1), or it rates them at the expert's level (``train/q_gap`` <= 0) while the learner's
+        returns fall short of half of V*(s0); for critics that are flat or exploitable (MountainCar, lander)
     :param bound_coef: weight of the penalty on a Gaussian mean outside the action bounds; raise it if the means
         drift past the bounds (HalfCheetah: 10)
     :param target_kl: stop the epochs of an iteration when the approximate KL exceeds ``1.5 * target_kl``
@@ -246,6 +254,7 @@ class AggreVaTeD(SafeLoad, PPO):
         self._timings: dict[str, float] = {}  # seconds of the latest roll-in (logged as time/* by train)
         self._expert_reads_state = False
         self._state_tracker: StateTracker | None = None
+        self._bc_memory: ExpertActionMemory | None = None  # DAgger's: every visited state, with the expert's action
         if self.expert is not None:
             self._set_expert(self.expert)
 
@@ -268,6 +277,14 @@ class AggreVaTeD(SafeLoad, PPO):
         self._aggregation = StateAggregationBuffer.for_expert(
             loaded, self.observation_space, int(self.aggregation_window), self.n_steps, self.n_envs,
             reservoir=int(self.aggregation_reservoir), falls=int(self.aggregation_falls), seed=self.seed)  # fmt: skip
+        if self.low_signal_fallback:  # DAgger's memory from the start, for the fallback to clone on
+            self._start_memory(FALLBACK_MEMORY, FALLBACK_MEMORY_BYTES)
+
+    def _start_memory(self, capacity: int, max_bytes: int | None = None) -> None:
+        """DAgger's aggregation from now on: the visited states, with the expert's action at each, cloned on by
+        :func:`memory_cloning_loss` while the update clones (:class:`ExpertActionMemory`)."""
+        self._bc_memory = ExpertActionMemory.for_spaces(capacity, self.observation_space, self.action_space, self.seed,
+                                                        max_bytes)  # fmt: skip
 
     def set_expert(self, expert: str | os.PathLike[str] | Expert) -> None:
         """Attach (or replace) the expert of a model, e.g. after ``AggreVaTeD.load(path)``. The aggregated states are
@@ -285,7 +302,7 @@ class AggreVaTeD(SafeLoad, PPO):
 
     def _excluded_save_params(self) -> list[str]:
         unsaved = ["expert", "_expert", "_aggregation", "_mix_rng", "_estimator", "_promised", "_timings", "_low_signal"]
-        return [*super()._excluded_save_params(), *unsaved, "_state_tracker", "_expert_reads_state"]
+        return [*super()._excluded_save_params(), *unsaved, "_state_tracker", "_expert_reads_state", "_bc_memory"]
 
     # ------------------------------------------------------------------ roll-in
     def collect_rollouts(
@@ -425,14 +442,9 @@ class AggreVaTeD(SafeLoad, PPO):
         return RollIn(self._expert, beta, self._mix_rng, self._aggregation,
                       self.get_vec_normalize_env(), learner_mode,
                       self._state_tracker if self._expert_reads_state else None,
-                      observation_normalizer(self.env), self._promised)  # fmt: skip
+                      observation_normalizer(self.env), self._promised, self._bc_memory)  # fmt: skip
 
     # ------------------------------------------------------------------ update
-    def _extra_loss(self, view: Any) -> th.Tensor | None:
-        """A loss term a subclass adds to every minibatch, weighted like the pull toward the expert (``MatchedDAgger``:
-        cloning on its memory of visited states); none here."""
-        return None
-
     def _check_critic_signal(self, stats: dict[str, th.Tensor]) -> None:
         """Watch the critic's signal (:class:`LowSignalMonitor`); with ``low_signal_fallback``, clone the expert from
         the iteration on which it is first shown untrustworthy (``low_signal_iteration``, saved with the model)."""
@@ -465,8 +477,9 @@ class AggreVaTeD(SafeLoad, PPO):
 
         metrics = ImitationMetrics()
         self._check_critic_signal(stats)
-        # clone the expert (DAgger): asked for, or the critic says too little
+        # clone the expert (DAgger): asked for, or the critic says too little; then on its memory of visited states too
         imitate = self.clones_expert or self.low_signal_iteration is not None
+        memory = self._bc_memory if imitate and self._bc_memory is not None and self._bc_memory.size else None
         weights = LossWeights.of(imitate, self.expert_bc_coef, self.expert_bc_margin, self.bound_coef, self.ent_coef)
         gradient_groups = actor_critic_parameters(self.policy)
         log_std_floor = log_std_floor_of(self.policy, self.action_space)
@@ -489,9 +502,10 @@ class AggreVaTeD(SafeLoad, PPO):
                         print(f"Early stopping at epoch {epoch} due to reaching max kl: {terms.approx_kl.item():.3f}")
                     break
                 loss = weights.total(terms) + self.vf_coef * value_loss
-                extra = self._extra_loss(view)
-                if extra is not None:
-                    loss = loss + weights.expert_bc * extra
+                if memory is not None:
+                    memory_loss = memory_cloning_loss(self.policy, memory, self.batch_size, view, self.action_space)
+                    loss = loss + weights.expert_bc * memory_loss
+                    metrics.expert_bc_memory.append(memory_loss.detach())
                 self.policy.optimizer.zero_grad()
                 loss.backward()
                 # Clip the actor's and the critic's gradients separately: the value loss is on the env's
@@ -513,6 +527,7 @@ class AggreVaTeD(SafeLoad, PPO):
         self.imitation_iterations += 1
         record_iteration(self.logger, metrics, stats, timings, explained_variance=fit, clip_range=clip_range, std=std,
                          low_signal_imitation=float(self.low_signal_iteration is not None), aggregated_states=n_states,
+                         bc_memory_states=memory.size if memory is not None else None,
                          expert_ent_coef=self._expert.ent_coef, imitation_iterations=self.imitation_iterations,
                          aggregated_falls=self._aggregation.n_falls if self._aggregation.falls else None)  # fmt: skip
         self.logger.record("train/n_updates", self._n_updates, exclude="tensorboard")
@@ -557,6 +572,10 @@ _RANGES = {
     "expert_bc_margin": (False, -math.inf, math.inf, "a number (standard deviations of the samples' Q*; -inf: every state)"),
     "bound_coef": (False, 0.0, math.inf, "a number >= 0"),
 }
+
+#: the fallback's DAgger memory: every visited state up to this many, then a uniform sample, in at most 1 GiB
+FALLBACK_MEMORY = 1_000_000
+FALLBACK_MEMORY_BYTES = 2**30
 
 _NO_EXPERT_MESSAGE = (
     "AggreVaTeD needs an expert to learn: pass expert=<zoo folder or .zip> to the constructor, "

@@ -251,6 +251,29 @@ class ExpertActionMemory:
         self.size = 0
         self._rng = rng if rng is not None else np.random.default_rng()
 
+    @classmethod
+    def for_spaces(
+        cls, capacity: int, learner_space: spaces.Space, action_space: spaces.Space, seed: int | None,
+        max_bytes: int | None = None,
+    ) -> ExpertActionMemory:  # fmt: skip
+        """The memory of a model whose learner observes ``learner_space``: at most ``capacity`` states, and at most
+        ``max_bytes`` of observations (None: no limit); the reservoir draws from its own stream of ``seed``."""
+        discrete = isinstance(action_space, spaces.Discrete)
+        learner_shape, learner_dtype = observation_layout(learner_space)
+        if max_bytes is not None:
+            shapes = learner_shape if isinstance(learner_shape, dict) else {"": learner_shape}
+            dtypes = learner_dtype if isinstance(learner_dtype, dict) else {"": learner_dtype}
+            one = sum(np.dtype(dtypes[key]).itemsize * int(np.prod(shapes[key])) for key in shapes)
+            capacity = max(1, min(int(capacity), max_bytes // max(1, one)))
+        return cls(
+            int(capacity),
+            learner_shape,
+            () if discrete else action_space.shape,  # type: ignore[arg-type]
+            rng=np.random.default_rng(None if seed is None else [seed, 2]),  # not the roll-in's or the reservoir's
+            learner_dtype=learner_dtype,
+            action_dtype=np.int64 if discrete else np.float32,
+        )
+
     def add(self, learner_obs: Any, expert_actions: np.ndarray) -> None:
         """Offer a batch of states (one per env) and the expert's actions there."""
         n = batch_size_of(learner_obs)

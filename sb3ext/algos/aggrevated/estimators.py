@@ -26,7 +26,7 @@ from gymnasium import spaces
 from stable_baselines3.common.utils import obs_as_tensor
 from torch.nn import functional as F
 
-from sb3ext.algos.aggrevated.buffers import StateAggregationBuffer
+from sb3ext.algos.aggrevated.buffers import ExpertActionMemory, StateAggregationBuffer, select
 from sb3ext.common.ppo import approx_kl, clip_fraction, clipped_surrogate
 from sb3ext.experts import POLICY_ONLY, Q_CONTINUOUS, Q_DISCRETE, VALUE_ONLY, Expert
 
@@ -352,6 +352,7 @@ class ImitationMetrics:
     expert_bc: list[th.Tensor] = field(default_factory=list)
     expert_bc_fraction: list[th.Tensor] = field(default_factory=list)
     value_loss: list[th.Tensor] = field(default_factory=list)
+    expert_bc_memory: list[th.Tensor] = field(default_factory=list)  # cloning on DAgger's memory, while it is used
 
     def add(self, terms: SurrogateTerms, value_loss: th.Tensor) -> None:
         for name in (f.name for f in fields(SurrogateTerms)):
@@ -360,6 +361,19 @@ class ImitationMetrics:
 
     def means(self) -> dict[str, float]:
         return {f.name: th.stack(getattr(self, f.name)).mean().item() for f in fields(self) if getattr(self, f.name)}
+
+
+def memory_cloning_loss(
+    policy: Any, memory: ExpertActionMemory, batch_size: int, view: Callable[[Any], Any] | None, action_space: spaces.Space
+) -> th.Tensor:
+    """DAgger's term: cloning the expert's actions on a minibatch of ``batch_size`` states drawn from its memory of
+    visited states (``view``: what the learner sees of the stored observations now; None: as stored)."""
+    idx = th.randint(memory.size, (min(batch_size, memory.size),)).numpy()
+    learner_obs, expert_actions = memory.stored()
+    obs = select(learner_obs, idx) if view is None else view(select(learner_obs, idx))
+    distribution = policy.get_distribution(obs_as_tensor(obs, policy.device))
+    target = th.as_tensor(expert_actions[idx], device=policy.device)
+    return expert_action_loss(torch_distribution(distribution), target, action_space).mean()
 
 
 def record_iteration(

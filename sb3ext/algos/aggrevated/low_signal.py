@@ -124,7 +124,8 @@ def low_signal_message(
         "states (train/return_shortfall): the learner exploits the critic's errors. "
     )
     action = (
-        "From now on AggreVaTeD clones the expert's actions on the aggregated states (low_signal_fallback=True)."
+        "From now on AggreVaTeD is DAgger: it clones the expert's actions on every state visited so far and from "
+        "here on (low_signal_fallback=True)."
         if fallback
         else "Set low_signal_fallback=True to clone the expert's actions from then on (DAgger) instead."
     )

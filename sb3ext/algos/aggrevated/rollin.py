@@ -214,8 +214,8 @@ class RollIn:
     :param states: where the expert observes the env's ``info["state"]`` instead of the learner's observation
         (``sb3ext.common.expert_state``): the tracker of those states; None: the expert reads the observation
     :param promised: the episodes' returns against V*(s0), updated here (None: not tracked)
-    :param memory: every visited state also goes here, with the expert's action at it (``MatchedDAgger``'s
-        ``expert_action_memory``; None: no memory)
+    :param memory: every visited state also goes here, with the expert's action at it (DAgger's memory:
+        ``MatchedDAgger``'s ``expert_action_memory``, or AggreVaTeD's after its low-signal fallback; None: none)
     """
 
     def __init__(
