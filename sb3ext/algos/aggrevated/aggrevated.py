@@ -446,8 +446,8 @@ class AggreVaTeD(SafeLoad, PPO):
 
     # ------------------------------------------------------------------ update
     def _check_critic_signal(self, stats: dict[str, th.Tensor]) -> None:
-        """Watch the critic's signal (:class:`LowSignalMonitor`); with ``low_signal_fallback``, clone the expert from
-        the iteration on which it is first shown untrustworthy (``low_signal_iteration``, saved with the model)."""
+        """Watch the critic's signal (:class:`LowSignalMonitor`); with ``low_signal_fallback``, become DAgger from the
+        iteration on which it is first shown untrustworthy (``low_signal_iteration``, saved with the model)."""
         assert self._expert is not None
         acted = self._low_signal.check(stats, self._promised, self.imitation_iterations, self._expert, self.logger)
         if acted and self.low_signal_fallback and self.low_signal_iteration is None:
