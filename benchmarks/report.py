@@ -195,6 +195,19 @@ def collect(suite: Suite, work: Path) -> tuple[dict[str, dict[str, float]], dict
     return refs, results
 
 
+def made_by(suite: Suite, work: Path, commands: list[str]) -> list[str]:
+    """The page's first lines: the one command that makes it, the runs it still lacks, the invocations that ran."""
+    if not commands:
+        return ["No runs yet."]
+    missing = [job.key.removeprefix(f"{suite.name}/") for job in suite.select()
+               if not (job.folder(work) / "result.json").exists()]  # fmt: skip
+    lines = [f"Made by `python -m benchmarks run {suite.name}` (every task, method and seed of the suite; finished runs "
+             "are kept, so the same command completes the page)."]  # fmt: skip
+    if missing:
+        lines += ["", f"Not run yet ({len(missing)}): " + ", ".join(f"`{m}`" for m in missing) + "."]
+    return [*lines, "", "The runs shown were started by " + ", ".join(f"`{c}`" for c in commands) + "."]
+
+
 def write_page(suite: Suite, work: Path, out: Path) -> Path:
     """``out/<suite>.md`` (with its curves and CSV) from every finished run of the suite under ``work``."""
     refs, results = collect(suite, work)
@@ -202,7 +215,7 @@ def write_page(suite: Suite, work: Path, out: Path) -> Path:
     lines = [
         f"# Benchmark suite `{suite.name}`",
         "",
-        "Made by " + ", ".join(f"`{c}`" for c in commands) + "." if commands else "No runs yet.",
+        *made_by(suite, work, commands),
         "",
         suite.about,
         "",

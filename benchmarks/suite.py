@@ -23,8 +23,8 @@ IMITATION_METHODS = {"imitation_dagger": "dagger", "imitation_bc": "bc"}
 EXPERT_ALGOS = {"aggrevated", "dagger"}
 
 SUITE_KEYS = {"about", "seeds", "episodes", "eval_seed", "tasks"}
-TASK_KEYS = {"env", "env_kwargs", "expert", "expert_observes_state", "zoo_entry", "goal", "methods", "note"}
-METHOD_KEYS = {"algo", "budget", "save_every", "hyperparams", "net_arch"}
+TASK_KEYS = {"env", "env_kwargs", "expert", "expert_observes_state", "zoo_entry", "goal", "methods", "note", "seeds"}
+METHOD_KEYS = {"algo", "budget", "save_every", "hyperparams", "net_arch", "seeds"}
 
 
 class SuiteError(ValueError):
@@ -46,6 +46,7 @@ class Method:
     save_every: int
     hyperparams: tuple[str, ...] = ()
     net_arch: tuple[int, ...] = (64, 64)
+    seeds: tuple[int, ...] | None = None  # this method's seeds, where they differ from its task's
 
     @property
     def imitation(self) -> bool:
@@ -67,6 +68,7 @@ class Task:
     goal: float | None = None  # the threshold of a task without an expert
     env_kwargs: tuple[tuple[str, Any], ...] = ()  # gym.make's keyword arguments, for every run and every evaluation
     note: str = ""  # shown under the task's table: what a result means (a diagnosis where a criterion is missed)
+    seeds: tuple[int, ...] | None = None  # this task's seeds, where they differ from the suite's
 
     @property
     def make_kwargs(self) -> dict[str, Any]:
@@ -115,7 +117,7 @@ class Suite:
             if not tasks or task.name in tasks
             for method in task.methods.values()
             if not methods or method.name in methods
-            for seed in (seeds if seeds is not None else self.seeds)
+            for seed in (seeds if seeds is not None else method.seeds or task.seeds or self.seeds)
         ]
 
 
@@ -164,7 +166,18 @@ def _method(where: str, name: str, spec: Any) -> Method:
     if not isinstance(hyperparams, list) or not all(isinstance(h, str) and ":" in h for h in hyperparams):
         raise SuiteError(f"{where}.hyperparams: expected a list of zoo 'key:value' strings, got {hyperparams!r}")
     net_arch = tuple(_positive_int(f"{where}.net_arch", n) for n in spec.get("net_arch", [64, 64]))
-    return Method(name, str(spec.get("algo", name)), budget, save_every, tuple(hyperparams), net_arch)
+    return Method(name, str(spec.get("algo", name)), budget, save_every, tuple(hyperparams), net_arch,
+                  _seeds(where, spec))  # fmt: skip
+
+
+def _seeds(where: str, spec: dict[str, Any]) -> tuple[int, ...] | None:
+    """The ``seeds`` of a suite, task or method (None where it names none)."""
+    seeds = spec.get("seeds")
+    if seeds is None:
+        return None
+    if not isinstance(seeds, list) or not seeds or not all(isinstance(s, int) and s >= 0 for s in seeds):
+        raise SuiteError(f"{where}.seeds: expected a list of integers >= 0, got {seeds!r}")
+    return tuple(seeds)
 
 
 def _task(where: str, name: str, spec: Any) -> Task:
@@ -195,6 +208,7 @@ def _task(where: str, name: str, spec: Any) -> Task:
         goal=None if goal is None else float(goal),
         env_kwargs=tuple(sorted(env_kwargs.items())),
         note=" ".join(str(spec.get("note", "")).split()),
+        seeds=_seeds(where, spec),
     )
 
 
@@ -211,14 +225,11 @@ def load_suites(path: Path = SUITES_FILE) -> dict[str, Suite]:
         tasks = _check_keys(f"suite {name}.tasks", spec.get("tasks"), set(spec.get("tasks") or {}))
         if not tasks:
             raise SuiteError(f"suite {name}: no tasks")
-        seeds = spec.get("seeds", [0, 1, 2])
-        if not isinstance(seeds, list) or not all(isinstance(s, int) and s >= 0 for s in seeds):
-            raise SuiteError(f"suite {name}.seeds: expected a list of integers >= 0, got {seeds!r}")
         suites[name] = Suite(
             name=name,
             about=" ".join(str(spec.get("about", "")).split()),
             tasks={t: _task(f"suite {name}.tasks.{t}", t, s) for t, s in tasks.items()},
-            seeds=tuple(seeds),
+            seeds=_seeds(f"suite {name}", spec) or (0, 1, 2),
             episodes=_positive_int(f"suite {name}.episodes", spec.get("episodes", 30)),
             eval_seed=int(spec.get("eval_seed", 50_000)),
         )

@@ -100,6 +100,7 @@ def test_an_atari_game_is_scored_over_all_its_lives_with_the_games_own_rewards(m
         ),
         ({"s": {"tasks": {"P": {"expert": "e", "methods": {"ppo": {"budget": -5, "save_every": 1}}}}}}, "not a positive"),
         ({"s": {"seeds": "0", "tasks": {"Pendulum-v1": PENDULUM}}}, "s.seeds: expected a list"),
+        ({"s": {"tasks": {"Pendulum-v1": {**PENDULUM, "seeds": [-1]}}}}, "tasks.Pendulum-v1.seeds: expected a list"),
         (
             {"s": {"tasks": {"Pendulum-v1": {**PENDULUM, "env_kwargs": {"g": [1]}}}}},
             "env_kwargs: {'g': [1]}; allowed: a mapping of names to numbers, booleans or strings",
@@ -126,6 +127,14 @@ def test_selection_checks_names(tmp_path):
     with pytest.raises(SystemExit) as usage:  # the CLI's usage error
         main(["run", "s", "--suites", str(path), "--tasks", "CartPole-v1"])
     assert usage.value.code == 2
+    # seeds: a method's own, else its task's, else the suite's; --seeds overrides them all
+    spread = {**PENDULUM, "seeds": [3], "methods": {**PENDULUM["methods"], "dagger": {"budget": 512, "save_every": 256,
+                                                                                     "seeds": [1, 2]}}}  # fmt: skip
+    path = write_suites(tmp_path, {"s": {"seeds": [0], "tasks": {"Pendulum-v1": spread, "CartPole-v1": PENDULUM}}})
+    assert sorted(job.key for job in get_suite("s", path).select()) == [
+        "s/CartPole-v1/aggrevated/0", "s/Pendulum-v1/aggrevated/3", "s/Pendulum-v1/dagger/1", "s/Pendulum-v1/dagger/2",
+    ]  # fmt: skip
+    assert len(get_suite("s", path).select(seeds=[5])) == 3
 
 
 def result(method: str, seed: int, returns: list[float], budget: int = 400) -> dict:
