@@ -12,7 +12,8 @@ Many machines (a shared Optuna storage as the job queue; the page from any of th
     python -m benchmarks report classic --storage postgresql://...               # fetch the results, write the page
 
 Runs are resumable: a finished stage (training, each checkpoint's evaluation, the run) is not repeated, so after a
-crash the same command goes on. Raw runs go to ``--work-dir`` (``bench_runs/``); pages to ``docs/benchmarks/``.
+crash the same command goes on. Raw runs go to ``--work-dir`` (``bench_runs/``); pages to ``docs/benchmarks/``, with
+the record of every finished run (``docs/benchmarks/runs/<suite>.json``, committed): a recorded job is not run again.
 """
 
 from __future__ import annotations
@@ -99,7 +100,15 @@ def main(argv: list[str] | None = None) -> int:
         suite = get_suite(args.suite, args.suites)
         failures: list[tuple[str, str]] = []
         if args.command == "run":
-            jobs = suite.select(args.tasks, args.methods, args.seeds)
+            from benchmarks import record
+
+            _, recorded_runs = record.load(suite, args.out)
+            every = suite.select(args.tasks, args.methods, args.seeds)
+            jobs = [job for job in every if not record.recorded(job, recorded_runs)]
+            if len(jobs) < len(every):
+                print(f"{len(every) - len(jobs)} of {len(every)} jobs are in {record.record_path(suite, args.out)}: "
+                      "not run again", flush=True)  # fmt: skip
+            record.seed_work_dir(suite, args.out, args.work_dir)
             if args.storage:
                 from benchmarks import job_queue as queue
 

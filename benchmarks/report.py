@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from benchmarks import record
 from benchmarks.suite import ROOT, Suite, Task
 
 THRESHOLD_FRACTION = 0.9
@@ -54,6 +55,8 @@ class RunSummary:
 
 
 def summarise(result: dict[str, Any], threshold: float) -> RunSummary:
+    if "summary" in result:  # recorded without its curve (benchmarks/record.py)
+        return RunSummary(**{key: result["summary"][key] for key in RunSummary.__dataclass_fields__})
     steps, returns = np.asarray(result["steps"]), np.asarray(result["returns"], dtype=float)
     hits = np.flatnonzero(returns >= threshold)
     first = int(hits[0]) if hits.size else None
@@ -93,6 +96,10 @@ def held_cell(runs: list[RunSummary], results: dict[tuple[str, int], dict[str, A
         if run.steps_to_threshold is None:
             continue
         result = results[(run.method, run.seed)]
+        if "summary" in result:  # recorded without its curve: the share and the number of later checkpoints
+            later_count = int(result["summary"]["later"])
+            held, total = held + round(run.held * later_count), total + later_count
+            continue
         later = [r for s, r in zip(result["steps"], result["returns"]) if s >= run.steps_to_threshold]
         held, total = held + sum(r >= threshold for r in later), total + len(later)
     return "—" if not total else f"{held}/{total} ({100 * held / total:.0f}%)"
@@ -130,7 +137,7 @@ def plot_task(task: Task, refs: dict[str, float], results: list[dict[str, Any]],
 
     fig, ax = plt.subplots(figsize=(7, 4.2))
     for color, method in zip(COLORS, task.methods):
-        runs = [r for r in results if r["method"] == method and r["steps"]]
+        runs = [r for r in results if r["method"] == method and r.get("steps")]
         for i, run in enumerate(runs):
             ax.plot(run["steps"], run["returns"], color=color, alpha=0.35 if len(runs) > 1 else 1.0, lw=1,
                     label=None if len(runs) > 1 or i else LABELS.get(method, method))  # fmt: skip
@@ -184,38 +191,51 @@ def summary_table(suite: Suite, refs: dict[str, dict[str, float]], results: dict
     return lines
 
 
-def collect(suite: Suite, work: Path) -> tuple[dict[str, dict[str, float]], dict[str, list[dict[str, Any]]]]:
-    """The references and finished results of every task of the suite found under ``work``."""
-    refs, results = {}, {}
+def collect(suite: Suite, work: Path, out: Path) -> tuple[dict[str, dict[str, float]], dict[str, dict[str, Any]]]:
+    """The references (per task) and finished results (per ``task/method/seed``) of the suite: the committed record
+    under ``out`` with the runs finished under ``work`` over it."""
+    refs, runs = record.load(suite, out)
     for task in suite.tasks.values():
         folder = work / suite.name / task.name.replace("/", "-")
         if (folder / "references.json").exists():
             refs[task.name] = json.loads((folder / "references.json").read_text())
-            results[task.name] = [json.loads(p.read_text()) for p in sorted(folder.glob("*/seed*/result.json"))]
-    return refs, results
+            for path in sorted(folder.glob("*/seed*/result.json")):
+                result = json.loads(path.read_text())
+                runs[record.run_key(result)] = result
+    return refs, runs
 
 
-def made_by(suite: Suite, work: Path, commands: list[str]) -> list[str]:
+def made_by(suite: Suite, runs: dict[str, dict[str, Any]]) -> list[str]:
     """The page's first lines: the one command that makes it, the runs it still lacks, the invocations that ran."""
-    if not commands:
+    if not runs:
         return ["No runs yet."]
-    missing = [job.key.removeprefix(f"{suite.name}/") for job in suite.select()
-               if not (job.folder(work) / "result.json").exists()]  # fmt: skip
+    commands = sorted({r["command"] for r in runs.values() if r.get("command")})
+    missing = [job.key.removeprefix(f"{suite.name}/") for job in suite.select() if not record.recorded(job, runs)]
     lines = [f"Made by `python -m benchmarks run {suite.name}` (every task, method and seed of the suite; finished runs "
              "are kept, so the same command completes the page)."]  # fmt: skip
     if missing:
         lines += ["", f"Not run yet ({len(missing)}): " + ", ".join(f"`{m}`" for m in missing) + "."]
-    return [*lines, "", "The runs shown were started by " + ", ".join(f"`{c}`" for c in commands) + "."]
+    if commands:
+        lines += ["", "The runs shown were started by " + ", ".join(f"`{c}`" for c in commands) + "."]
+    lost = sum("summary" in r for r in runs.values())
+    if lost:
+        lines += ["", f"{lost} of the {len(runs)} runs were recorded by an earlier harness that kept their summaries "
+                  "only (their rows and held counts are kept; their curves are not drawn again)."]  # fmt: skip
+    return lines
 
 
 def write_page(suite: Suite, work: Path, out: Path) -> Path:
-    """``out/<suite>.md`` (with its curves and CSV) from every finished run of the suite under ``work``."""
-    refs, results = collect(suite, work)
-    commands = sorted({r["command"] for task_results in results.values() for r in task_results if r.get("command")})
+    """``out/<suite>.md`` (with its curves and CSV) from every finished run of the suite: those recorded under
+    ``out/runs`` and those under ``work``, which join the record."""
+    refs, runs = collect(suite, work, out)
+    record.save(suite, out, refs, runs)
+    results: dict[str, list[dict[str, Any]]] = {}
+    for result in runs.values():
+        results.setdefault(result["task"], []).append(result)
     lines = [
         f"# Benchmark suite `{suite.name}`",
         "",
-        *made_by(suite, work, commands),
+        *made_by(suite, runs),
         "",
         suite.about,
         "",
@@ -262,7 +282,11 @@ def write_page(suite: Suite, work: Path, out: Path) -> Path:
                 "",
             ]
         png = out / f"{file_stem(suite, task)}.png"
-        plot_task(task, task_refs, results[task.name], png, suite.episodes)
+        if any(r.get("steps") for r in results[task.name]) or not png.exists():
+            plot_task(task, task_refs, results[task.name], png, suite.episodes)
+        lost = sorted(f"{r['method']} seed {r['seed']}" for r in results[task.name] if "summary" in r)
+        if lost and any(r.get("steps") for r in results[task.name]):
+            lines += [f"Not drawn (summaries only): {', '.join(lost)}.", ""]
         lines += [f"![{task.name}]({png.name})", ""]
     with open(out / f"{suite.name}.csv", "w", newline="") as handle:
         writer = csv.DictWriter(handle, fieldnames=list(RunSummary.__dataclass_fields__))

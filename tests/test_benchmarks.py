@@ -4,6 +4,8 @@ one tiny suite run through the zoo end to end, resumed."""
 from __future__ import annotations
 
 import json
+import shutil
+from dataclasses import asdict
 from pathlib import Path
 
 import pytest
@@ -159,6 +161,15 @@ def test_protocol_arithmetic_by_hand():
     assert held_cell(runs, by_key, 80.0) == "6/7 (86%)"
 
 
+def test_a_run_recorded_with_its_summary_only_keeps_its_row_and_held_count():
+    curve = summarise(result("a", 0, [0, 85, 70, 90]), 80.0)
+    row = {**asdict(curve), "later": 3}
+    lost = {"task": "t", "method": "a", "seed": 0, "budget": 400, "summary": row}
+    assert summarise(lost, 80.0) == curve
+    assert held_cell([curve], {("a", 0): lost}, 80.0) == held_cell([curve], {("a", 0): result("a", 0, [0, 85, 70, 90])}, 80.0)
+    assert held_cell([curve], {("a", 0): lost}, 80.0) == "2/3 (67%)"
+
+
 def fake_run(job) -> dict:
     return {"task": job.task.name, "method": job.method.name, "seed": job.seed, "budget": 1, "steps": [1],
             "returns": [float(job.seed)], "wall_s": [0.0], "references": {"random": 0.0, "expert": 1.0}}  # fmt: skip
@@ -199,11 +210,21 @@ def test_a_tiny_suite_runs_through_the_zoo_writes_its_page_and_resumes(tmp_path)
     # a crash after training and one evaluation: the same command evaluates only the missing checkpoint
     trained = (folder / "train.json").stat().st_mtime
     (folder / "result.json").unlink()
+    (tmp_path / "out" / "runs" / "tiny.json").unlink()  # a crash comes before the page and its record
     (folder / "eval.json").write_text((folder / "eval.json").read_text().splitlines()[0] + "\n")
     assert main(args) == 0
     assert (folder / "train.json").stat().st_mtime == trained
     assert json.loads((folder / "result.json").read_text())["returns"] == first["returns"]
     assert len((folder / "eval.json").read_text().splitlines()) == 2
+    # a fresh clone has the committed record, not the work dir: the page comes back the same, and nothing runs again
+    page = (tmp_path / "out" / "tiny.md").read_text()
+    shutil.rmtree(tmp_path / "work")
+    assert main(["report", *args[1:]]) == 0
+    assert (tmp_path / "out" / "tiny.md").read_text() == page
+    assert main(args) == 0
+    assert not (tmp_path / "work" / "tiny" / "Pendulum-v1" / "aggrevated").exists()
+    recorded = json.loads((tmp_path / "out" / "runs" / "tiny.json").read_text())
+    assert recorded["runs"]["Pendulum-v1/aggrevated/0"]["returns"] == first["returns"]
 
 
 def test_an_expert_trained_by_the_harness_is_found_under_the_work_directory(tmp_path: Path) -> None:
