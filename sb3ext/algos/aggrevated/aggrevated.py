@@ -106,7 +106,7 @@ class AggreVaTeD(SafeLoad, PPO):
     :param aggregation_falls: states that led to falls (the last 64 of each terminated episode) re-scored beside the
         window (0: none); for a learner at the expert's level that still falls now and then (Walker2d)
     :param rollin_deterministic: share of the envs (the first ones) on which the learner rolls in with its mode, so
-        that the states its deployed policy visits are trained on (Hopper, Walker2d)
+        that the states its deployed policy visits are trained on (Hopper, Walker2d, Hardcore)
     :param expert_bc_coef: weight of a pull toward the expert's action (0: off; ``Box``: the Gaussian mean's squared
         distance in half ranges, ``Discrete``: the cross-entropy) on the states chosen by ``expert_bc_margin``
     :param expert_bc_margin: the states where the expert's action beats the learner's samples by more than this many
