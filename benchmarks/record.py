@@ -50,7 +50,9 @@ def save(suite: Suite, out: Path, refs: dict[str, dict[str, float]], runs: dict[
 
 
 def recorded(job: Job, runs: dict[str, dict[str, Any]]) -> bool:
-    return f"{job.task.name}/{job.method.name}/{job.seed}" in runs
+    """Whether the job has a recorded run at its method's budget (one at another budget is run again, and replaced)."""
+    result = runs.get(f"{job.task.name}/{job.method.name}/{job.seed}")
+    return result is not None and int(result["budget"]) == job.method.budget
 
 
 def seed_work_dir(suite: Suite, out: Path, work: Path) -> None:

@@ -38,7 +38,10 @@ def run_job(job: Job, work: Path, command: str = "") -> dict[str, Any]:
     folder = job.folder(work)
     done = folder / "result.json"
     if done.exists():
-        return json.loads(done.read_text())  # type: ignore[no-any-return]
+        result: dict[str, Any] = json.loads(done.read_text())
+        if result["budget"] == job.method.budget:
+            return result
+        shutil.rmtree(folder)  # made at another budget: the whole run again
     refs = references(job.task, job.suite.episodes, job.suite.eval_seed, folder.parent.parent / "references.json")
     if job.method.imitation:
         curve = imitation_run(job, folder)

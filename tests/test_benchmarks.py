@@ -12,6 +12,7 @@ import pytest
 import yaml
 
 from benchmarks import job_queue as queue
+from benchmarks import record
 from benchmarks.__main__ import main
 from benchmarks.report import held_cell, steps_cell, summarise, threshold_of
 from benchmarks.suite import SuiteError, Task, get_suite, load_suites
@@ -168,6 +169,14 @@ def test_a_run_recorded_with_its_summary_only_keeps_its_row_and_held_count():
     assert summarise(lost, 80.0) == curve
     assert held_cell([curve], {("a", 0): lost}, 80.0) == held_cell([curve], {("a", 0): result("a", 0, [0, 85, 70, 90])}, 80.0)
     assert held_cell([curve], {("a", 0): lost}, 80.0) == "2/3 (67%)"
+
+
+def test_a_run_recorded_at_another_budget_is_run_again(tmp_path: Path) -> None:
+    [job] = get_suite("s", write_suites(tmp_path, {"s": {"seeds": [0], "tasks": {"Pendulum-v1": PENDULUM}}})).select()
+    run = {"task": "Pendulum-v1", "method": "aggrevated", "seed": 0, "budget": job.method.budget}
+    assert record.recorded(job, {"Pendulum-v1/aggrevated/0": run})
+    assert not record.recorded(job, {"Pendulum-v1/aggrevated/0": {**run, "budget": job.method.budget // 2}})
+    assert not record.recorded(job, {})
 
 
 def fake_run(job) -> dict:
