@@ -7,6 +7,12 @@ from pathlib import Path
 
 import pytest
 
+# Every subprocess a test starts (the zoo CLI, fresh venvs, tuning workers) inherits this: one torch/OpenMP thread
+# each, as the tests' own processes have (`_single_thread`). With pytest-xdist's workers beside them, more threads than
+# cores slowed the zoo-CLI tests up to 6 times (a 32 s test took 192 s on 2 cores).
+for _threads in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_threads, "1")
+
 ROOT = Path(__file__).resolve().parent.parent
 SHARED_EXPERTS = Path(os.environ.get("SB3EXT_SHARED_EXPERTS", ROOT.parent / "shared" / "experts"))
 #: ``SB3EXT_STRICT=1`` (set by .ci/run): what a test needs (the shared experts, PostgreSQL) must be there; a test

@@ -57,11 +57,12 @@ from sb3ext.algos.aggrevated.rollin import (
     observation_normalizer,
     start_from_expert_statistics,
 )
+from sb3ext.algos.aggrevated.shaped_rl import ShapedReturns, shaped_scores
 from sb3ext.algos.loading import SafeLoad
 from sb3ext.common.expert_state import StateTracker, base_vec_env
 from sb3ext.common.ppo import actor_critic_parameters, kl_exceeded
 from sb3ext.common.validation import check_ranges, invalid, unknown_kwargs_message
-from sb3ext.experts import Expert, load_expert
+from sb3ext.experts import POLICY_ONLY, Expert, load_expert
 
 SelfAggreVaTeD = TypeVar("SelfAggreVaTeD", bound="AggreVaTeD")
 
@@ -120,6 +121,12 @@ class AggreVaTeD(SafeLoad, PPO):
         returns fall short of half of V*(s0); for critics that are flat or exploitable (MountainCar, lander)
     :param bound_coef: weight of the penalty on a Gaussian mean outside the action bounds; raise it if the means
         drift past the bounds (HalfCheetah: 10)
+    :param rl_coef: weight of a reinforcement term that lets the learner pass its expert (0: off;
+        :mod:`sb3ext.algos.aggrevated.shaped_rl`): the clipped surrogate of the learner's own sampled roll-in actions,
+        scored by GAE(``gae_lambda``) on the expert's V* and the env's rewards. It takes over from the imitation as
+        the roll-in's returns reach what V* promises: the imitation's weight is their shortfall w in [0, 1]
+        (``train/imitation_weight``), the term's ``rl_coef * (1 - w)``. Needs an expert with a value (not
+        policy-only)
     :param target_kl: stop the epochs of an iteration when the approximate KL exceeds ``1.5 * target_kl``
     :param stats_window_size: Window size for the rollout logging
     :param tensorboard_log: the log location for tensorboard (if None, no logging)
@@ -170,6 +177,7 @@ class AggreVaTeD(SafeLoad, PPO):
         expert_cap: bool = False,
         low_signal_fallback: bool = False,
         bound_coef: float = 1.0,
+        rl_coef: float = 0.0,
         target_kl: float | None = 0.02,
         stats_window_size: int = 100,
         tensorboard_log: str | None = None,
@@ -223,6 +231,7 @@ class AggreVaTeD(SafeLoad, PPO):
         self.expert_cap = expert_cap
         self.low_signal_fallback = low_signal_fallback
         self.bound_coef = bound_coef
+        self.rl_coef = rl_coef
         # saved with the model: the statistics are started from the expert's only once; the imitation iterations
         # (not reset by learn(reset_num_timesteps=True)) let `-i` / a resumed checkpoint continue the beta schedule
         self.obs_stats_from_expert = False
@@ -255,12 +264,19 @@ class AggreVaTeD(SafeLoad, PPO):
         self._expert_reads_state = False
         self._state_tracker: StateTracker | None = None
         self._bc_memory: ExpertActionMemory | None = None  # DAgger's: every visited state, with the expert's action
+        self._shaped: ShapedReturns | None = None  # rl_coef: V* along the latest roll-in
+        self._shaped_last: np.ndarray | None = None  # V* at the states it ended on
         if self.expert is not None:
             self._set_expert(self.expert)
 
     def _set_expert(self, expert: str | os.PathLike[str] | Expert) -> None:
         env_id = env_id_of(self.env)
         loaded = load_expert(expert, env_id=env_id, device=self.device)
+        if float(self.rl_coef) > 0 and loaded.kind == POLICY_ONLY and not self.clones_expert:
+            raise ValueError(
+                f"rl_coef={self.rl_coef} needs the expert's value (V*) to score the learner's own steps, and expert "
+                f"{loaded.source} ({loaded.algo_name}) is policy-only: set rl_coef: 0.0, or pass an expert with a critic"
+            )
         self._expert_reads_state = expert_reads_state(loaded, self.observation_space, self.action_space, self.env, env_id)
         if not self._expert_reads_state and self.env is not None:
             check_learner_wrapping(loaded, self.env)
@@ -301,7 +317,8 @@ class AggreVaTeD(SafeLoad, PPO):
         return float(self.beta_init) * float(self.beta_decay) ** self.imitation_iterations
 
     def _excluded_save_params(self) -> list[str]:
-        unsaved = ["expert", "_expert", "_aggregation", "_mix_rng", "_estimator", "_promised", "_timings", "_low_signal"]
+        unsaved = ["expert", "_expert", "_aggregation", "_mix_rng", "_estimator", "_promised", "_timings", "_low_signal",
+                   "_shaped", "_shaped_last"]  # fmt: skip
         return [*super()._excluded_save_params(), *unsaved, "_state_tracker", "_expert_reads_state", "_bc_memory"]
 
     # ------------------------------------------------------------------ roll-in
@@ -412,6 +429,8 @@ class AggreVaTeD(SafeLoad, PPO):
         with th.no_grad():
             # Compute value for the last timestep
             values = self.policy.predict_values(obs_as_tensor(new_obs, self.device))  # type: ignore[arg-type]
+        # sb3ext: V* where the roll-in ends, for the reinforcement term's advantages
+        self._shaped_last = rollin.last_values(new_obs) if rollin is not None and rollin.shaped is not None else None
 
         rollout_buffer.compute_returns_and_advantage(last_values=values, dones=dones)
 
@@ -439,10 +458,12 @@ class AggreVaTeD(SafeLoad, PPO):
         if self._expert_reads_state and (self._state_tracker is None or self._state_tracker.base is not base_vec_env(env)):
             self._state_tracker = StateTracker(env)  # the expert observes info["state"] (a new env: a new tracker)
         self._promised = PromisedReturns.renew(self._promised, self._expert, env.num_envs)
+        use_rl = float(self.rl_coef) > 0 and not self.clones_expert
+        self._shaped = ShapedReturns(self.n_steps, env.num_envs, self._expert.gamma, self.gae_lambda) if use_rl else None
         return RollIn(self._expert, beta, self._mix_rng, self._aggregation,
                       self.get_vec_normalize_env(), learner_mode,
                       self._state_tracker if self._expert_reads_state else None,
-                      observation_normalizer(self.env), self._promised, self._bc_memory)  # fmt: skip
+                      observation_normalizer(self.env), self._promised, self._bc_memory, self._shaped)  # fmt: skip
 
     # ------------------------------------------------------------------ update
     def _check_critic_signal(self, stats: dict[str, th.Tensor]) -> None:
@@ -481,12 +502,23 @@ class AggreVaTeD(SafeLoad, PPO):
         imitate = self.clones_expert or self.low_signal_iteration is not None
         memory = self._bc_memory if imitate and self._bc_memory is not None and self._bc_memory.size else None
         weights = LossWeights.of(imitate, self.expert_bc_coef, self.expert_bc_margin, self.bound_coef, self.ent_coef)
+        # rl_coef: the learner's own steps scored on V*, taking over from the imitation as its returns reach V*'s
+        shaped = None
+        if self._shaped is not None and self._shaped_last is not None and not imitate:
+            shaped = shaped_scores(self._shaped, self._shaped_last, self.rollout_buffer, self.device)
+        imitation_weight = self._imitation_weight() if shaped is not None else 1.0
+        weights = weights.weaned(imitation_weight)
+        if shaped is not None:
+            stats.update(shaped[2])
+            n_shaped = batch_size_of(shaped[0])
+            per_minibatch = math.ceil(n_shaped / math.ceil(n_states / self.batch_size))  # one pass per epoch
         gradient_groups = actor_critic_parameters(self.policy)
         log_std_floor = log_std_floor_of(self.policy, self.action_space)
         continue_training = True
         for epoch in range(self.n_epochs):
             permutation = th.randperm(n_states, device=self.device)
-            for start in range(0, n_states, self.batch_size):
+            shaped_permutation = th.randperm(n_shaped, device=self.device) if shaped is not None else None
+            for n_minibatch, start in enumerate(range(0, n_states, self.batch_size)):
                 idx = permutation[start : start + self.batch_size]
                 value_idx = th.randint(n_rollout, (value_batch,), device=self.device)
                 distribution, values = distribution_and_values(
@@ -495,13 +527,26 @@ class AggreVaTeD(SafeLoad, PPO):
                 terms = surrogate_terms(scores, idx, distribution, clip_range, self.action_space, self.device,
                                         weights.expert_bc_margin)  # fmt: skip
                 value_loss = F.mse_loss(rollout.returns[value_idx], values)
+                approx_kl = terms.approx_kl
+                rl_loss = None
+                if shaped is not None:
+                    assert shaped_permutation is not None
+                    rl_idx = shaped_permutation[n_minibatch * per_minibatch : (n_minibatch + 1) * per_minibatch]
+                    if len(rl_idx):
+                        rl_terms = surrogate_terms(shaped[1], rl_idx, self.policy.get_distribution(select(shaped[0], rl_idx)),
+                                                   clip_range, self.action_space, self.device)  # fmt: skip
+                        rl_loss = rl_terms.policy_loss
+                        approx_kl = th.maximum(approx_kl, rl_terms.approx_kl)
                 # the trust region guards the critic-driven update; cloning has a fixed target and may move further
-                if not imitate and kl_exceeded(terms.approx_kl.item(), self.target_kl):
+                if not imitate and kl_exceeded(approx_kl.item(), self.target_kl):
                     continue_training = False
                     if self.verbose >= 1:
-                        print(f"Early stopping at epoch {epoch} due to reaching max kl: {terms.approx_kl.item():.3f}")
+                        print(f"Early stopping at epoch {epoch} due to reaching max kl: {approx_kl.item():.3f}")
                     break
                 loss = weights.total(terms) + self.vf_coef * value_loss
+                if rl_loss is not None:
+                    loss = loss + float(self.rl_coef) * (1.0 - imitation_weight) * rl_loss
+                    metrics.rl_loss.append(rl_loss.detach())
                 if memory is not None:
                     memory_loss = memory_cloning_loss(self.policy, memory, self.batch_size, view, self.action_space)
                     loss = loss + weights.expert_bc * memory_loss
@@ -529,8 +574,15 @@ class AggreVaTeD(SafeLoad, PPO):
                          low_signal_imitation=float(self.low_signal_iteration is not None), aggregated_states=n_states,
                          bc_memory_states=memory.size if memory is not None else None,
                          expert_ent_coef=self._expert.ent_coef, imitation_iterations=self.imitation_iterations,
-                         aggregated_falls=self._aggregation.n_falls if self._aggregation.falls else None)  # fmt: skip
+                         aggregated_falls=self._aggregation.n_falls if self._aggregation.falls else None,
+                         imitation_weight=imitation_weight if shaped is not None else None)  # fmt: skip
         self.logger.record("train/n_updates", self._n_updates, exclude="tensorboard")
+
+    def _imitation_weight(self) -> float:
+        """QDagger's ``1 - R_learner / R_expert`` on the roll-in's latest episodes, in [0, 1]: the relative shortfall of
+        their returns from V*(s0) (1 until enough episodes have finished)."""
+        shortfall = self._promised.shortfall() if self._promised is not None else None
+        return 1.0 if shortfall is None else float(np.clip(shortfall, 0.0, 1.0))
 
     # ------------------------------------------------------------------ learn
     def _setup_learn(  # type: ignore[override]
@@ -571,6 +623,7 @@ _RANGES = {
     "expert_bc_coef": (False, 0.0, math.inf, "a number >= 0"),
     "expert_bc_margin": (False, -math.inf, math.inf, "a number (standard deviations of the samples' Q*; -inf: every state)"),
     "bound_coef": (False, 0.0, math.inf, "a number >= 0"),
+    "rl_coef": (False, 0.0, math.inf, "a number >= 0 (0: off)"),
 }
 
 #: the fallback's DAgger memory: every visited state up to this many, then a uniform sample, in at most 1 GiB

@@ -18,7 +18,7 @@ from __future__ import annotations
 import math
 import warnings
 from collections.abc import Callable
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from typing import Any, NamedTuple
 
 import torch as th
@@ -329,6 +329,13 @@ class LossWeights:
         bc_coef = float(expert_bc_coef)
         return cls(1.0, bound, entropy, bc_coef, float(expert_bc_margin) if bc_coef > 0 else None)
 
+    def weaned(self, imitation_weight: float) -> LossWeights:
+        """The imitation's terms (the critic's surrogate and the pull toward the expert's action) scaled by
+        ``imitation_weight`` (``rl_coef``: weaned off as the learner's returns reach the expert's)."""
+        if imitation_weight == 1.0:
+            return self
+        return replace(self, policy=self.policy * imitation_weight, expert_bc=self.expert_bc * imitation_weight)
+
     def total(self, terms: SurrogateTerms) -> th.Tensor:
         """The weighted sum of the policy's terms (the value loss and any extra term are added by the caller)."""
         return (
@@ -353,6 +360,7 @@ class ImitationMetrics:
     expert_bc_fraction: list[th.Tensor] = field(default_factory=list)
     value_loss: list[th.Tensor] = field(default_factory=list)
     expert_bc_memory: list[th.Tensor] = field(default_factory=list)  # cloning on DAgger's memory, while it is used
+    rl_loss: list[th.Tensor] = field(default_factory=list)  # the reinforcement term (rl_coef), while it is used
 
     def add(self, terms: SurrogateTerms, value_loss: th.Tensor) -> None:
         for name in (f.name for f in fields(SurrogateTerms)):

@@ -21,6 +21,7 @@ from stable_baselines3.common.running_mean_std import RunningMeanStd
 from stable_baselines3.common.vec_env import VecEnv, VecFrameStack, VecNormalize
 
 from sb3ext.algos.aggrevated.buffers import ExpertActionMemory, StateAggregationBuffer
+from sb3ext.algos.aggrevated.shaped_rl import ShapedReturns
 from sb3ext.common.expert_state import STATE_KEY, StateTracker, state_space_of, vec_env_chain
 from sb3ext.experts import POLICY_ONLY, Q_CONTINUOUS, Q_DISCRETE, VALUE_ONLY, Expert
 from sb3ext.experts.expert import describe_space, spaces_match
@@ -216,6 +217,8 @@ class RollIn:
     :param promised: the episodes' returns against V*(s0), updated here (None: not tracked)
     :param memory: every visited state also goes here, with the expert's action at it (DAgger's memory:
         ``MatchedDAgger``'s ``expert_action_memory``, or AggreVaTeD's after its low-signal fallback; None: none)
+    :param shaped: the expert's values along the roll-in and the learner's sampled steps (``rl_coef``; None: not
+        kept)
     """
 
     def __init__(
@@ -230,8 +233,10 @@ class RollIn:
         learner_normalizer: VecNormalize | None = None,
         promised: PromisedReturns | None = None,
         memory: ExpertActionMemory | None = None,
+        shaped: ShapedReturns | None = None,
     ):
         self.expert = expert
+        self.shaped = shaped
         self.memory = memory
         self.promised = promised
         self.learner_normalizer = learner_normalizer
@@ -274,6 +279,11 @@ class RollIn:
             self.promised.start(starts, promised_values(expert, expert_obs[starts]))
             self.expert_seconds += time.perf_counter() - start
         use_expert = self.rng.random(len(expert_obs)) < self.beta
+        if self.shaped is not None:
+            start = time.perf_counter()
+            learner_samples = ~use_expert if self.learner_mode is None else ~use_expert & ~self.learner_mode
+            self.shaped.add(promised_values(expert, expert_obs), learner_samples)
+            self.expert_seconds += time.perf_counter() - start
         per_env = (-1, *([1] * (actions.ndim - 1)))  # broadcasts one flag per env over the action dimensions
         changed = False
         if self.learner_mode is not None:
@@ -303,8 +313,7 @@ class RollIn:
     def observe(self, new_obs: Any, rewards: np.ndarray, dones: np.ndarray, infos: list[dict[str, Any]]) -> None:
         """Add the rewards to the episodes' returns (in the expert's reward scale), note the episodes that ended in a
         fall, and follow the env's state when the expert reads it."""
-        if self.states is not None:
-            self.states.step(dones, infos)
+        next_states = self.states.step(dones, infos) if self.states is not None else None
         dones = np.asarray(dones, dtype=bool)
         truncated = dones & np.array([bool(info.get("TimeLimit.truncated", False)) for info in infos])
         terminated = dones & ~truncated  # for the aggregation: a fall
@@ -312,5 +321,27 @@ class RollIn:
         vec_normalize = self.vec_normalize
         # a copy: SB3's time-limit bootstrap modifies `rewards` later
         raw_rewards = np.array(vec_normalize.get_original_reward() if vec_normalize is not None else rewards)
+        expert_rewards = self.expert.normalize_reward(raw_rewards)
         if self.promised is not None:
-            self.promised.step(self.expert.normalize_reward(raw_rewards), dones)
+            self.promised.step(expert_rewards, dones)
+        if self.shaped is not None:
+            start = time.perf_counter()
+            cut_values = np.zeros(len(dones))  # V* of the last state of an episode cut by its time limit
+            if truncated.any():
+                cut = np.flatnonzero(truncated)
+                last: Any
+                if next_states is not None:
+                    last = next_states[cut]
+                else:
+                    ends = [infos[idx]["terminal_observation"] for idx in cut]
+                    dict_obs = isinstance(ends[0], dict)
+                    last = {k: np.stack([end[k] for end in ends]) for k in ends[0]} if dict_obs else np.stack(ends)
+                    if vec_normalize is not None:  # VecNormalize hands the last observation out normalised
+                        last = vec_normalize.unnormalize_obs(last)
+                cut_values[cut] = promised_values(self.expert, self.expert.normalize_obs(last))
+            self.shaped.observe(expert_rewards, dones, cut_values)
+            self.expert_seconds += time.perf_counter() - start
+
+    def last_values(self, last_obs: Any) -> np.ndarray:
+        """V* at the states the roll-in ends on (the learner's ``last_obs``), for :meth:`ShapedReturns.advantages`."""
+        return promised_values(self.expert, self.expert.normalize_obs(self.original_obs(last_obs)))
