@@ -6,6 +6,7 @@ import math
 import os
 import time
 import warnings
+from collections.abc import Sequence
 from typing import Any, ClassVar, TypeVar
 
 import numpy as np
@@ -31,6 +32,7 @@ from sb3ext.algos.aggrevated.estimators import (
     Estimator,
     ImitationMetrics,
     LossWeights,
+    SampledScores,
     expected_advantages,
     leave_one_out_advantages,
     make_estimator,
@@ -510,15 +512,12 @@ class AggreVaTeD(SafeLoad, PPO):
         weights = weights.weaned(imitation_weight)
         if shaped is not None:
             stats.update(shaped[2])
-            n_shaped = batch_size_of(shaped[0])
-            per_minibatch = math.ceil(n_shaped / math.ceil(n_states / self.batch_size))  # one pass per epoch
         gradient_groups = actor_critic_parameters(self.policy)
         log_std_floor = log_std_floor_of(self.policy, self.action_space)
         continue_training = True
         for epoch in range(self.n_epochs):
             permutation = th.randperm(n_states, device=self.device)
-            shaped_permutation = th.randperm(n_shaped, device=self.device) if shaped is not None else None
-            for n_minibatch, start in enumerate(range(0, n_states, self.batch_size)):
+            for start in range(0, n_states, self.batch_size):
                 idx = permutation[start : start + self.batch_size]
                 value_idx = th.randint(n_rollout, (value_batch,), device=self.device)
                 distribution, values = distribution_and_values(
@@ -527,44 +526,24 @@ class AggreVaTeD(SafeLoad, PPO):
                 terms = surrogate_terms(scores, idx, distribution, clip_range, self.action_space, self.device,
                                         weights.expert_bc_margin)  # fmt: skip
                 value_loss = F.mse_loss(rollout.returns[value_idx], values)
-                approx_kl = terms.approx_kl
-                rl_loss = None
-                if shaped is not None:
-                    assert shaped_permutation is not None
-                    rl_idx = shaped_permutation[n_minibatch * per_minibatch : (n_minibatch + 1) * per_minibatch]
-                    if len(rl_idx):
-                        rl_terms = surrogate_terms(shaped[1], rl_idx, self.policy.get_distribution(select(shaped[0], rl_idx)),
-                                                   clip_range, self.action_space, self.device)  # fmt: skip
-                        rl_loss = rl_terms.policy_loss
-                        approx_kl = th.maximum(approx_kl, rl_terms.approx_kl)
                 # the trust region guards the critic-driven update; cloning has a fixed target and may move further
-                if not imitate and kl_exceeded(approx_kl.item(), self.target_kl):
+                if not imitate and kl_exceeded(terms.approx_kl.item(), self.target_kl):
                     continue_training = False
                     if self.verbose >= 1:
-                        print(f"Early stopping at epoch {epoch} due to reaching max kl: {approx_kl.item():.3f}")
+                        print(f"Early stopping at epoch {epoch} due to reaching max kl: {terms.approx_kl.item():.3f}")
                     break
                 loss = weights.total(terms) + self.vf_coef * value_loss
-                if rl_loss is not None:
-                    loss = loss + float(self.rl_coef) * (1.0 - imitation_weight) * rl_loss
-                    metrics.rl_loss.append(rl_loss.detach())
                 if memory is not None:
                     memory_loss = memory_cloning_loss(self.policy, memory, self.batch_size, view, self.action_space)
                     loss = loss + weights.expert_bc * memory_loss
                     metrics.expert_bc_memory.append(memory_loss.detach())
-                self.policy.optimizer.zero_grad()
-                loss.backward()
-                # Clip the actor's and the critic's gradients separately: the value loss is on the env's
-                # reward scale and would otherwise shrink the policy gradient to nothing.
-                for group in gradient_groups:
-                    th.nn.utils.clip_grad_norm_(group, self.max_grad_norm, foreach=True)
-                self.policy.optimizer.step()
-                if log_std_floor is not None:
-                    with th.no_grad():
-                        self.policy.log_std.copy_(th.maximum(self.policy.log_std, log_std_floor))
+                self._step(loss, gradient_groups, log_std_floor)
                 metrics.add(terms, value_loss)
             self._n_updates += 1
             if not continue_training:
                 break
+        if shaped is not None and imitation_weight < 1.0:
+            self._reinforce(shaped[0], shaped[1], float(self.rl_coef) * (1.0 - imitation_weight), clip_range, metrics)
 
         timings["update_s"] = time.perf_counter() - update_start
         fit = explained_variance(self.rollout_buffer.values.flatten(), self.rollout_buffer.returns.flatten())
@@ -577,6 +556,41 @@ class AggreVaTeD(SafeLoad, PPO):
                          aggregated_falls=self._aggregation.n_falls if self._aggregation.falls else None,
                          imitation_weight=imitation_weight if shaped is not None else None)  # fmt: skip
         self.logger.record("train/n_updates", self._n_updates, exclude="tensorboard")
+
+    def _step(self, loss: th.Tensor, groups: Sequence[list[th.nn.Parameter]], log_std_floor: th.Tensor | None) -> None:
+        """One optimiser step on ``loss``. The actor's and the critic's gradients are clipped separately: the value loss
+        is on the env's reward scale and would otherwise shrink the policy gradient to nothing. The Gaussian std stays
+        at or above its floor."""
+        self.policy.optimizer.zero_grad()
+        loss.backward()
+        for group in groups:
+            th.nn.utils.clip_grad_norm_(group, self.max_grad_norm, foreach=True)
+        self.policy.optimizer.step()
+        if log_std_floor is not None:
+            with th.no_grad():
+                self.policy.log_std.copy_(th.maximum(self.policy.log_std, log_std_floor))
+
+    def _reinforce(self, obs: Any, scores: SampledScores, weight: float, clip_range: float, metrics: ImitationMetrics) -> None:
+        """The reinforcement term's own passes (``rl_coef``), after the imitation's: ``n_epochs`` over the learner's
+        sampled roll-in steps in minibatches of ``batch_size``, as PPO makes them, with the bound penalty and the KL
+        stop. In the imitation's minibatches, each of these few hundred steps would be trained on tens of times per
+        iteration (hundreds with a reservoir of old states), far more than PPO's epochs."""
+        n_samples = batch_size_of(obs)
+        gradient_groups = actor_critic_parameters(self.policy)
+        log_std_floor = log_std_floor_of(self.policy, self.action_space)
+        for epoch in range(self.n_epochs):
+            permutation = th.randperm(n_samples, device=self.device)
+            for start in range(0, n_samples, self.batch_size):
+                idx = permutation[start : start + self.batch_size]
+                distribution = self.policy.get_distribution(select(obs, idx))
+                terms = surrogate_terms(scores, idx, distribution, clip_range, self.action_space, self.device)
+                if kl_exceeded(terms.approx_kl.item(), self.target_kl):
+                    if self.verbose >= 1:
+                        print(f"Early stopping the reinforcement term at epoch {epoch}: max kl {terms.approx_kl.item():.3f}")
+                    return
+                self._step(weight * terms.policy_loss + self.bound_coef * terms.bound_penalty, gradient_groups, log_std_floor)
+                metrics.rl_loss.append(terms.policy_loss.detach())
+                metrics.rl_approx_kl.append(terms.approx_kl.detach())
 
     def _imitation_weight(self) -> float:
         """QDagger's ``1 - R_learner / R_expert`` on the roll-in's latest episodes, in [0, 1]: the relative shortfall of

@@ -361,6 +361,7 @@ class ImitationMetrics:
     value_loss: list[th.Tensor] = field(default_factory=list)
     expert_bc_memory: list[th.Tensor] = field(default_factory=list)  # cloning on DAgger's memory, while it is used
     rl_loss: list[th.Tensor] = field(default_factory=list)  # the reinforcement term (rl_coef), while it is used
+    rl_approx_kl: list[th.Tensor] = field(default_factory=list)  # its approximate KL
 
     def add(self, terms: SurrogateTerms, value_loss: th.Tensor) -> None:
         for name in (f.name for f in fields(SurrogateTerms)):
