@@ -21,6 +21,7 @@ THRESHOLD_FRACTION = 0.9
 COLORS = ["tab:blue", "tab:red", "tab:gray", "tab:brown", "tab:orange", "tab:purple", "tab:green", "tab:olive"]
 LABELS = {
     "aggrevated": "AggreVaTeD",
+    "aggrevated_rl": "AggreVaTeD, rl_coef 1",
     "dagger": "DAgger (matched)",
     "imitation_dagger": "imitation DAgger",
     "imitation_bc": "imitation BC",
