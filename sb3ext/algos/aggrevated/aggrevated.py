@@ -543,7 +543,8 @@ class AggreVaTeD(SafeLoad, PPO):
             if not continue_training:
                 break
         if shaped is not None and imitation_weight < 1.0:
-            self._reinforce(shaped[0], shaped[1], float(self.rl_coef) * (1.0 - imitation_weight), clip_range, metrics)
+            weight = float(self.rl_coef) * (1.0 - imitation_weight)
+            self._reinforce(shaped[0], shaped[1], weight, clip_range, metrics, gradient_groups, log_std_floor)
 
         timings["update_s"] = time.perf_counter() - update_start
         fit = explained_variance(self.rollout_buffer.values.flatten(), self.rollout_buffer.returns.flatten())
@@ -570,14 +571,15 @@ class AggreVaTeD(SafeLoad, PPO):
             with th.no_grad():
                 self.policy.log_std.copy_(th.maximum(self.policy.log_std, log_std_floor))
 
-    def _reinforce(self, obs: Any, scores: SampledScores, weight: float, clip_range: float, metrics: ImitationMetrics) -> None:
+    def _reinforce(
+        self, obs: Any, scores: SampledScores, weight: float, clip_range: float, metrics: ImitationMetrics,
+        groups: Sequence[list[th.nn.Parameter]], log_std_floor: th.Tensor | None,
+    ) -> None:  # fmt: skip
         """The reinforcement term's own passes (``rl_coef``), after the imitation's: ``n_epochs`` over the learner's
         sampled roll-in steps in minibatches of ``batch_size``, as PPO makes them, with the bound penalty and the KL
         stop. In the imitation's minibatches, each of these few hundred steps would be trained on tens of times per
         iteration (hundreds with a reservoir of old states), far more than PPO's epochs."""
         n_samples = batch_size_of(obs)
-        gradient_groups = actor_critic_parameters(self.policy)
-        log_std_floor = log_std_floor_of(self.policy, self.action_space)
         for epoch in range(self.n_epochs):
             permutation = th.randperm(n_samples, device=self.device)
             for start in range(0, n_samples, self.batch_size):
@@ -588,7 +590,7 @@ class AggreVaTeD(SafeLoad, PPO):
                     if self.verbose >= 1:
                         print(f"Early stopping the reinforcement term at epoch {epoch}: max kl {terms.approx_kl.item():.3f}")
                     return
-                self._step(weight * terms.policy_loss + self.bound_coef * terms.bound_penalty, gradient_groups, log_std_floor)
+                self._step(weight * terms.policy_loss + self.bound_coef * terms.bound_penalty, groups, log_std_floor)
                 metrics.rl_loss.append(terms.policy_loss.detach())
                 metrics.rl_approx_kl.append(terms.approx_kl.detach())
 
