@@ -105,3 +105,22 @@ def test_rl_coef_is_checked_and_needs_an_expert_with_a_value() -> None:
     dagger.learn(32)
     assert "train/rl_loss" not in dagger.logger.name_to_value
     assert th.isfinite(th.as_tensor(dagger.logger.name_to_value["train/expert_bc"]))
+
+
+def test_the_reinforcement_term_starts_from_the_policy_that_sampled_its_steps() -> None:
+    """PPO's ratio and KL stop measure from the roll-in's policy: the term's passes run before the imitation's moves
+    the policy (after it, the ratio was off from the first minibatch and the KL stop fired at once on Hardcore)."""
+    learner = bandit_learner(rl_coef=1.0, expert_value=0.5)
+    gaps: list[float] = []
+    reinforce = learner._reinforce
+
+    def checked(obs, scores, *args, **kwargs):
+        with th.no_grad():
+            log_prob = learner.policy.get_distribution(obs).log_prob(scores.actions[0])
+        gaps.append(float((log_prob - scores.log_prob_old[0]).abs().max()))
+        return reinforce(obs, scores, *args, **kwargs)
+
+    learner._reinforce = checked  # type: ignore[method-assign]
+    learner.learn(640)
+    assert len(gaps) >= 5, gaps
+    assert max(gaps) < 1e-4, gaps

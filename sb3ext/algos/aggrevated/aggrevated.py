@@ -484,6 +484,26 @@ class AggreVaTeD(SafeLoad, PPO):
         self._update_learning_rate(self.policy.optimizer)
         clip_range = self.clip_range(self._current_progress_remaining)  # type: ignore[operator]
 
+        # Value head: regression on the env's returns of the latest roll-in (for a hand-over to PPO)
+        rollout = next(self.rollout_buffer.get(batch_size=None))
+        n_rollout = len(rollout.returns)
+        value_batch = min(self.batch_size, n_rollout)
+        metrics = ImitationMetrics()
+        gradient_groups = actor_critic_parameters(self.policy)
+        log_std_floor = log_std_floor_of(self.policy, self.action_space)
+
+        # rl_coef: the learner's own steps scored on V*, taking over from the imitation as its returns reach V*'s.
+        # Its passes come first, while the policy is still the roll-in's: PPO's ratio and KL stop measure from the
+        # policy that sampled the steps (after the imitation's pass, they measured its move too and stopped at once).
+        shaped = None
+        if self._shaped is not None and self._shaped_last is not None and not self._imitates():
+            shaped = shaped_scores(self._shaped, self._shaped_last, self.rollout_buffer, self.device)
+        imitation_weight = self._imitation_weight() if shaped is not None else 1.0
+        rl_start = time.perf_counter()
+        if shaped is not None and imitation_weight < 1.0:
+            weight = float(self.rl_coef) * (1.0 - imitation_weight)
+            self._reinforce(shaped[0], shaped[1], weight, clip_range, metrics, gradient_groups, log_std_floor)
+
         estimator = self._estimator
         scoring_start = time.perf_counter()
         view = learner_view(observation_normalizer(self.env), self.observation_space.dtype)
@@ -491,29 +511,16 @@ class AggreVaTeD(SafeLoad, PPO):
         learner_obs, scores, stats = estimator.samples(self.policy, self._aggregation, view)
         n_states = batch_size_of(learner_obs)
         update_start = time.perf_counter()
-        timings = {**self._timings, "scoring_s": update_start - scoring_start}
+        timings = {**self._timings, "scoring_s": update_start - scoring_start, "rl_update_s": scoring_start - rl_start}
 
-        # Value head: regression on the env's returns of the latest roll-in (for a hand-over to PPO)
-        rollout = next(self.rollout_buffer.get(batch_size=None))
-        n_rollout = len(rollout.returns)
-        value_batch = min(self.batch_size, n_rollout)
-
-        metrics = ImitationMetrics()
         self._check_critic_signal(stats)
         # clone the expert (DAgger): asked for, or the critic says too little; then on its memory of visited states too
-        imitate = self.clones_expert or self.low_signal_iteration is not None
+        imitate = self._imitates()
         memory = self._bc_memory if imitate and self._bc_memory is not None and self._bc_memory.size else None
         weights = LossWeights.of(imitate, self.expert_bc_coef, self.expert_bc_margin, self.bound_coef, self.ent_coef)
-        # rl_coef: the learner's own steps scored on V*, taking over from the imitation as its returns reach V*'s
-        shaped = None
-        if self._shaped is not None and self._shaped_last is not None and not imitate:
-            shaped = shaped_scores(self._shaped, self._shaped_last, self.rollout_buffer, self.device)
-        imitation_weight = self._imitation_weight() if shaped is not None else 1.0
         weights = weights.weaned(imitation_weight)
         if shaped is not None:
             stats.update(shaped[2])
-        gradient_groups = actor_critic_parameters(self.policy)
-        log_std_floor = log_std_floor_of(self.policy, self.action_space)
         continue_training = True
         for epoch in range(self.n_epochs):
             permutation = th.randperm(n_states, device=self.device)
@@ -542,10 +549,6 @@ class AggreVaTeD(SafeLoad, PPO):
             self._n_updates += 1
             if not continue_training:
                 break
-        if shaped is not None and imitation_weight < 1.0:
-            weight = float(self.rl_coef) * (1.0 - imitation_weight)
-            self._reinforce(shaped[0], shaped[1], weight, clip_range, metrics, gradient_groups, log_std_floor)
-
         timings["update_s"] = time.perf_counter() - update_start
         fit = explained_variance(self.rollout_buffer.values.flatten(), self.rollout_buffer.returns.flatten())
         std = th.exp(self.policy.log_std).mean().item() if hasattr(self.policy, "log_std") else None
@@ -557,6 +560,10 @@ class AggreVaTeD(SafeLoad, PPO):
                          aggregated_falls=self._aggregation.n_falls if self._aggregation.falls else None,
                          imitation_weight=imitation_weight if shaped is not None else None)  # fmt: skip
         self.logger.record("train/n_updates", self._n_updates, exclude="tensorboard")
+
+    def _imitates(self) -> bool:
+        """Whether this iteration clones the expert (DAgger): asked for, or the critic says too little."""
+        return self.clones_expert or self.low_signal_iteration is not None
 
     def _step(self, loss: th.Tensor, groups: Sequence[list[th.nn.Parameter]], log_std_floor: th.Tensor | None) -> None:
         """One optimiser step on ``loss``. The actor's and the critic's gradients are clipped separately: the value loss
@@ -575,7 +582,7 @@ class AggreVaTeD(SafeLoad, PPO):
         self, obs: Any, scores: SampledScores, weight: float, clip_range: float, metrics: ImitationMetrics,
         groups: Sequence[list[th.nn.Parameter]], log_std_floor: th.Tensor | None,
     ) -> None:  # fmt: skip
-        """The reinforcement term's own passes (``rl_coef``), after the imitation's: ``n_epochs`` over the learner's
+        """The reinforcement term's own passes (``rl_coef``), before the imitation's: ``n_epochs`` over the learner's
         sampled roll-in steps in minibatches of ``batch_size``, as PPO makes them, with the bound penalty and the KL
         stop. In the imitation's minibatches, each of these few hundred steps would be trained on tens of times per
         iteration (hundreds with a reservoir of old states), far more than PPO's epochs."""
