@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
+
+if TYPE_CHECKING:
+    from tests.fresh_venv import FreshVenv
 
 # Every subprocess a test starts (the zoo CLI, fresh venvs, tuning workers) inherits this: one torch/OpenMP thread
 # each, as the tests' own processes have (`_single_thread`). With pytest-xdist's workers beside them, more threads than
@@ -66,3 +70,24 @@ def pytest_collection_modifyitems(config, items) -> None:
         random.Random(int(order.partition(":")[2] or 0)).shuffle(items)
     elif order:
         raise pytest.UsageError(f"SB3EXT_TEST_ORDER={order!r}; allowed: reverse, random, random:<seed>")
+
+
+# fresh venvs with sb3ext alone, for the zoo CLI tests (tests/fresh_venv.py): one per test module
+@pytest.fixture(scope="module")
+def wheel_venv(tmp_path_factory) -> FreshVenv:
+    from tests.fresh_venv import make_fresh_venv
+
+    return make_fresh_venv(tmp_path_factory.mktemp("fresh-wheel"), "wheel")
+
+
+@pytest.fixture(scope="module")
+def editable_venv(tmp_path_factory) -> FreshVenv:
+    from tests.fresh_venv import make_fresh_venv
+
+    return make_fresh_venv(tmp_path_factory.mktemp("fresh-editable"), "editable")
+
+
+@pytest.fixture(params=["wheel", "editable"])
+def fresh_venv(request) -> FreshVenv:
+    """Both install modes: ``pip install .`` and ``pip install -e .``."""
+    return request.getfixturevalue(f"{request.param}_venv")

@@ -190,7 +190,7 @@ def two_workers_one_killed(storage: str, tmp_path: Path) -> optuna.Study:
     env = {**os.environ, **HEARTBEAT}
     logs = [open(tmp_path / f"worker_{name}.log", "w") for name in "ab"]
     worker_a = subprocess.Popen([sys.executable, *optimize_command(storage, 50)], cwd=tmp_path, env=env, stdout=logs[0], stderr=subprocess.STDOUT)  # fmt: skip
-    worker_b = subprocess.Popen([sys.executable, *optimize_command(storage, 4)], cwd=tmp_path, env=env, stdout=logs[1], stderr=subprocess.STDOUT)  # fmt: skip
+    worker_b = subprocess.Popen([sys.executable, *optimize_command(storage, 2)], cwd=tmp_path, env=env, stdout=logs[1], stderr=subprocess.STDOUT)  # fmt: skip
     try:
         deadline = time.monotonic() + 120
         while len(training(study, storage)) < 2:  # each worker runs one trial at a time: two = both mid-trial
@@ -228,7 +228,7 @@ def check_killed_trial_failed_and_retried(study: optuna.Study, storage: str, tmp
         ]
     assert len(retries) == 1 and retries[0].params == failed[0].params, status
     assert retries[0].state in (TrialState.COMPLETE, TrialState.PRUNED), status  # B or C ran the retry
-    assert sum(state in (TrialState.COMPLETE, TrialState.PRUNED) for state in states) >= 5, status  # B's 4 and C's 1
+    assert sum(state in (TrialState.COMPLETE, TrialState.PRUNED) for state in states) >= 3, status  # B's 2 and C's 1
     assert f"COMPLETE {states.count(TrialState.COMPLETE)}" in status
 
 
