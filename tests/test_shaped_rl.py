@@ -124,3 +124,29 @@ def test_the_reinforcement_term_starts_from_the_policy_that_sampled_its_steps() 
     learner.learn(640)
     assert len(gaps) >= 5, gaps
     assert max(gaps) < 1e-4, gaps
+
+
+def test_a_weaned_imitation_leaves_the_policy_to_the_reinforcement_term() -> None:
+    """With the imitation's weight at 0, its pass leaves the actor where the term's passes put it. (When both shared
+    one Adam, the term's momentum went on moving the actor through tens of the imitation's steps of zero gradient.)"""
+    learner = bandit_learner(rl_coef=1.0, expert_value=0.5)
+    actor = [p for name, p in learner.policy.named_parameters() if "value" not in name]
+    after_term: list[list[th.Tensor]] = []
+    moved: list[float] = []
+    reinforce, train = learner._reinforce, learner.train
+
+    def recorded(*args, **kwargs):
+        reinforce(*args, **kwargs)
+        after_term.append([p.detach().clone() for p in actor])
+
+    def checked():
+        after_term.clear()
+        train()
+        if after_term and learner.logger.name_to_value.get("train/imitation_weight") == 0.0:
+            moved.append(max(float((p - q).abs().max()) for p, q in zip(actor, after_term[0], strict=True)))
+
+    learner._reinforce = recorded  # type: ignore[method-assign]
+    learner.train = checked  # type: ignore[method-assign]
+    learner.learn(960)
+    assert len(moved) >= 5, moved
+    assert max(moved) == 0.0, moved

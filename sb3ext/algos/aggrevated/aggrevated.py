@@ -268,6 +268,7 @@ class AggreVaTeD(SafeLoad, PPO):
         self._bc_memory: ExpertActionMemory | None = None  # DAgger's: every visited state, with the expert's action
         self._shaped: ShapedReturns | None = None  # rl_coef: V* along the latest roll-in
         self._shaped_last: np.ndarray | None = None  # V* at the states it ended on
+        self._rl_optimizer: th.optim.Optimizer | None = None  # the term's own Adam over the actor (not saved)
         if self.expert is not None:
             self._set_expert(self.expert)
 
@@ -320,7 +321,7 @@ class AggreVaTeD(SafeLoad, PPO):
 
     def _excluded_save_params(self) -> list[str]:
         unsaved = ["expert", "_expert", "_aggregation", "_mix_rng", "_estimator", "_promised", "_timings", "_low_signal",
-                   "_shaped", "_shaped_last"]  # fmt: skip
+                   "_shaped", "_shaped_last", "_rl_optimizer"]  # fmt: skip
         return [*super()._excluded_save_params(), *unsaved, "_state_tracker", "_expert_reads_state", "_bc_memory"]
 
     # ------------------------------------------------------------------ roll-in
@@ -501,8 +502,8 @@ class AggreVaTeD(SafeLoad, PPO):
         imitation_weight = self._imitation_weight() if shaped is not None else 1.0
         rl_start = time.perf_counter()
         if shaped is not None and imitation_weight < 1.0:
-            weight = float(self.rl_coef) * (1.0 - imitation_weight)
-            self._reinforce(shaped[0], shaped[1], weight, clip_range, metrics, gradient_groups, log_std_floor)
+            step_scale = float(self.rl_coef) * (1.0 - imitation_weight)
+            self._reinforce(shaped[0], shaped[1], step_scale, clip_range, metrics, gradient_groups[:1], log_std_floor)
 
         estimator = self._estimator
         scoring_start = time.perf_counter()
@@ -518,11 +519,13 @@ class AggreVaTeD(SafeLoad, PPO):
         imitate = self._imitates()
         memory = self._bc_memory if imitate and self._bc_memory is not None and self._bc_memory.size else None
         weights = LossWeights.of(imitate, self.expert_bc_coef, self.expert_bc_margin, self.bound_coef, self.ent_coef)
-        weights = weights.weaned(imitation_weight)
+        if imitation_weight < 1.0:  # weaned off: its steps shrink (Adam's steps do not scale with a loss weight)
+            for group in self.policy.optimizer.param_groups:
+                group["lr"] *= imitation_weight
         if shaped is not None:
             stats.update(shaped[2])
-        continue_training = True
-        for epoch in range(self.n_epochs):
+        continue_training = imitation_weight > 0.0  # fully weaned: the reinforcement term alone moves the policy
+        for epoch in range(self.n_epochs if continue_training else 0):
             permutation = th.randperm(n_states, device=self.device)
             for start in range(0, n_states, self.batch_size):
                 idx = permutation[start : start + self.batch_size]
@@ -565,27 +568,36 @@ class AggreVaTeD(SafeLoad, PPO):
         """Whether this iteration clones the expert (DAgger): asked for, or the critic says too little."""
         return self.clones_expert or self.low_signal_iteration is not None
 
-    def _step(self, loss: th.Tensor, groups: Sequence[list[th.nn.Parameter]], log_std_floor: th.Tensor | None) -> None:
-        """One optimiser step on ``loss``. The actor's and the critic's gradients are clipped separately: the value loss
-        is on the env's reward scale and would otherwise shrink the policy gradient to nothing. The Gaussian std stays
-        at or above its floor."""
-        self.policy.optimizer.zero_grad()
+    def _step(
+        self, loss: th.Tensor, groups: Sequence[list[th.nn.Parameter]], log_std_floor: th.Tensor | None,
+        optimizer: th.optim.Optimizer | None = None,
+    ) -> None:  # fmt: skip
+        """One step of ``optimizer`` (the policy's by default) on ``loss``. The actor's and the critic's gradients are
+        clipped separately: the value loss is on the env's reward scale and would otherwise shrink the policy gradient
+        to nothing. The Gaussian std stays at or above its floor."""
+        optimizer = optimizer if optimizer is not None else self.policy.optimizer
+        optimizer.zero_grad()
         loss.backward()
         for group in groups:
             th.nn.utils.clip_grad_norm_(group, self.max_grad_norm, foreach=True)
-        self.policy.optimizer.step()
+        optimizer.step()
         if log_std_floor is not None:
             with th.no_grad():
                 self.policy.log_std.copy_(th.maximum(self.policy.log_std, log_std_floor))
 
     def _reinforce(
-        self, obs: Any, scores: SampledScores, weight: float, clip_range: float, metrics: ImitationMetrics,
+        self, obs: Any, scores: SampledScores, step_scale: float, clip_range: float, metrics: ImitationMetrics,
         groups: Sequence[list[th.nn.Parameter]], log_std_floor: th.Tensor | None,
     ) -> None:  # fmt: skip
         """The reinforcement term's own passes (``rl_coef``), before the imitation's: ``n_epochs`` over the learner's
         sampled roll-in steps in minibatches of ``batch_size``, as PPO makes them, with the bound penalty and the KL
-        stop. In the imitation's minibatches, each of these few hundred steps would be trained on tens of times per
-        iteration (hundreds with a reservoir of old states), far more than PPO's epochs."""
+        stop, at ``step_scale`` times the learning rate. They have their own Adam over the actor (``groups``): in the
+        imitation's, their momentum carried on through the imitation's steps (tens of them, about ten times the
+        term's own move, even with the imitation's loss weighted 0)."""
+        if self._rl_optimizer is None:
+            self._rl_optimizer = self.policy.optimizer_class(groups[0], lr=1.0, **self.policy.optimizer_kwargs)  # type: ignore[call-arg]
+        for group in self._rl_optimizer.param_groups:
+            group["lr"] = self.lr_schedule(self._current_progress_remaining) * step_scale
         n_samples = batch_size_of(obs)
         for epoch in range(self.n_epochs):
             permutation = th.randperm(n_samples, device=self.device)
@@ -597,7 +609,8 @@ class AggreVaTeD(SafeLoad, PPO):
                     if self.verbose >= 1:
                         print(f"Early stopping the reinforcement term at epoch {epoch}: max kl {terms.approx_kl.item():.3f}")
                     return
-                self._step(weight * terms.policy_loss + self.bound_coef * terms.bound_penalty, groups, log_std_floor)
+                loss = terms.policy_loss + self.bound_coef * terms.bound_penalty
+                self._step(loss, groups, log_std_floor, self._rl_optimizer)
                 metrics.rl_loss.append(terms.policy_loss.detach())
                 metrics.rl_approx_kl.append(terms.approx_kl.detach())
 

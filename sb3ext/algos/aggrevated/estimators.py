@@ -18,7 +18,7 @@ from __future__ import annotations
 import math
 import warnings
 from collections.abc import Callable
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field, fields
 from typing import Any, NamedTuple
 
 import torch as th
@@ -328,13 +328,6 @@ class LossWeights:
             return cls(0.0, bound, entropy, max(float(expert_bc_coef), 1.0), -math.inf)
         bc_coef = float(expert_bc_coef)
         return cls(1.0, bound, entropy, bc_coef, float(expert_bc_margin) if bc_coef > 0 else None)
-
-    def weaned(self, imitation_weight: float) -> LossWeights:
-        """The imitation's terms (the critic's surrogate and the pull toward the expert's action) scaled by
-        ``imitation_weight`` (``rl_coef``: weaned off as the learner's returns reach the expert's)."""
-        if imitation_weight == 1.0:
-            return self
-        return replace(self, policy=self.policy * imitation_weight, expert_bc=self.expert_bc * imitation_weight)
 
     def total(self, terms: SurrogateTerms) -> th.Tensor:
         """The weighted sum of the policy's terms (the value loss and any extra term are added by the caller)."""
