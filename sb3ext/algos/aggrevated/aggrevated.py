@@ -123,12 +123,12 @@ class AggreVaTeD(SafeLoad, PPO):
         returns fall short of half of V*(s0); for critics that are flat or exploitable (MountainCar, lander)
     :param bound_coef: weight of the penalty on a Gaussian mean outside the action bounds; raise it if the means
         drift past the bounds (HalfCheetah: 10)
-    :param rl_coef: weight of a reinforcement term that lets the learner pass its expert (0: off;
-        :mod:`sb3ext.algos.aggrevated.shaped_rl`): the clipped surrogate of the learner's own sampled roll-in actions,
-        scored by GAE(``gae_lambda``) on the expert's V* and the env's rewards. It takes over from the imitation as
-        the roll-in's returns reach what V* promises: the imitation's weight is their shortfall w in [0, 1]
-        (``train/imitation_weight``), the term's ``rl_coef * (1 - w)``. Needs an expert with a value (not
-        policy-only)
+    :param rl_coef: step size, in learning rates, of a reinforcement term that lets the learner pass its expert
+        (0: off; :mod:`sb3ext.algos.aggrevated.shaped_rl`): the clipped surrogate of the learner's own sampled roll-in
+        actions, scored by GAE(``gae_lambda``) on the expert's V* and the env's rewards, in passes of its own. It
+        takes over from the imitation as the roll-in's returns reach what V* promises: with their shortfall w in
+        [0, 1] (``train/imitation_weight``), the imitation steps at ``w`` and the term at ``rl_coef * (1 - w)`` times
+        the learning rate. Needs an expert with a value (not policy-only)
     :param target_kl: stop the epochs of an iteration when the approximate KL exceeds ``1.5 * target_kl``
     :param stats_window_size: Window size for the rollout logging
     :param tensorboard_log: the log location for tensorboard (if None, no logging)

@@ -9,8 +9,9 @@ of the learner's returns.
 
 The imitation term is weaned off as the learner's returns approach what V* promises at the episodes' first states
 (QDagger's weight, Agarwal et al. 2022: ``w = 1 - R_learner / R_expert``, in [0, 1]), measured on the roll-in's own
-episodes (:meth:`~sb3ext.algos.aggrevated.rollin.PromisedReturns.shortfall`), and this term takes its place with the
-weight ``rl_coef * (1 - w)``: far below the expert, the learner only imitates, as without it.
+episodes (:meth:`~sb3ext.algos.aggrevated.rollin.PromisedReturns.shortfall`), and this term takes its place: the
+imitation's pass steps at ``w`` and this term's at ``rl_coef * (1 - w)`` times the learning rate (as step sizes: a
+loss weight does not scale Adam's steps). Far below the expert, the learner only imitates, as without it.
 """
 
 from __future__ import annotations
