@@ -267,7 +267,6 @@ class AggreVaTeD(SafeLoad, PPO):
         self._state_tracker: StateTracker | None = None
         self._bc_memory: ExpertActionMemory | None = None  # DAgger's: every visited state, with the expert's action
         self._shaped: ShapedReturns | None = None  # rl_coef: V* along the latest roll-in
-        self._shaped_last: np.ndarray | None = None  # V* at the states it ended on
         self._rl_optimizer: th.optim.Optimizer | None = None  # the term's own Adam over the actor (not saved)
         if self.expert is not None:
             self._set_expert(self.expert)
@@ -321,7 +320,7 @@ class AggreVaTeD(SafeLoad, PPO):
 
     def _excluded_save_params(self) -> list[str]:
         unsaved = ["expert", "_expert", "_aggregation", "_mix_rng", "_estimator", "_promised", "_timings", "_low_signal",
-                   "_shaped", "_shaped_last", "_rl_optimizer"]  # fmt: skip
+                   "_shaped", "_rl_optimizer"]  # fmt: skip
         return [*super()._excluded_save_params(), *unsaved, "_state_tracker", "_expert_reads_state", "_bc_memory"]
 
     # ------------------------------------------------------------------ roll-in
@@ -433,7 +432,8 @@ class AggreVaTeD(SafeLoad, PPO):
             # Compute value for the last timestep
             values = self.policy.predict_values(obs_as_tensor(new_obs, self.device))  # type: ignore[arg-type]
         # sb3ext: V* where the roll-in ends, for the reinforcement term's advantages
-        self._shaped_last = rollin.last_values(new_obs) if rollin is not None and rollin.shaped is not None else None
+        if rollin is not None and rollin.shaped is not None:
+            rollin.shaped.last_values = rollin.last_values(new_obs)
 
         rollout_buffer.compute_returns_and_advantage(last_values=values, dones=dones)
 
@@ -497,8 +497,8 @@ class AggreVaTeD(SafeLoad, PPO):
         # Its passes come first, while the policy is still the roll-in's: PPO's ratio and KL stop measure from the
         # policy that sampled the steps (after the imitation's pass, they measured its move too and stopped at once).
         shaped = None
-        if self._shaped is not None and self._shaped_last is not None and not self._imitates():
-            shaped = shaped_scores(self._shaped, self._shaped_last, self.rollout_buffer, self.device)
+        if self._shaped is not None and self._shaped.last_values is not None and not self._imitates():
+            shaped = shaped_scores(self._shaped, self.rollout_buffer, self.device)
         imitation_weight = self._imitation_weight() if shaped is not None else 1.0
         rl_start = time.perf_counter()
         if shaped is not None and imitation_weight < 1.0:

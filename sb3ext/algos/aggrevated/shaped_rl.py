@@ -44,6 +44,7 @@ class ShapedReturns:
         self.dones = np.zeros(shape, dtype=bool)
         self.sampled = np.zeros(shape, dtype=bool)  # the learner's own sample was executed
         self.step = 0
+        self.last_values: np.ndarray | None = None  # V* after the roll-in's last step (set when it ends)
 
     def add(self, values: np.ndarray, sampled: np.ndarray) -> None:
         """The state of the current step: its V* and whether the learner's sample acts there."""
@@ -76,7 +77,7 @@ class ShapedReturns:
 
 
 def shaped_scores(
-    shaped: ShapedReturns, last_values: np.ndarray, rollout_buffer: Any, device: th.device
+    shaped: ShapedReturns, rollout_buffer: Any, device: th.device
 ) -> tuple[Any, SampledScores, dict[str, th.Tensor]] | None:
     """The learner's sampled roll-in steps, scored by :meth:`ShapedReturns.advantages` (one sample per state, centred
     and scaled to unit standard deviation), as the clipped surrogate takes them; None with fewer than 2 such steps.
@@ -86,7 +87,9 @@ def shaped_scores(
     """
     if not rollout_buffer.generator_ready:
         raise RuntimeError("shaped_scores reads the rollout buffer once its get() has flattened it")
-    advantages = shaped.advantages(last_values)
+    if shaped.last_values is None:
+        raise RuntimeError("shaped_scores needs V* after the roll-in's last step (ShapedReturns.last_values)")
+    advantages = shaped.advantages(shaped.last_values)
 
     def flat(array: np.ndarray) -> np.ndarray:  # (n_steps, n_envs) in the buffer's order: env by env
         return array.swapaxes(0, 1).reshape(-1)
