@@ -150,3 +150,36 @@ def test_a_weaned_imitation_leaves_the_policy_to_the_reinforcement_term() -> Non
     learner.learn(960)
     assert len(moved) >= 5, moved
     assert max(moved) == 0.0, moved
+
+
+@pytest.mark.parametrize("dict_obs", [False, True])
+def test_shaped_scores_take_the_sampled_steps_in_the_roll_ins_order(dict_obs: bool) -> None:
+    """Two envs, three steps; the learner's samples act at (step 0, env 1), (step 1, env 0) and (step 2, env 1). The
+    scored steps come out env by env, as SB3's get() flattens the buffer, with their own observations, actions and
+    log-probs (each observation holds 10 * step + env)."""
+    from stable_baselines3.common.buffers import DictRolloutBuffer, RolloutBuffer
+
+    from sb3ext.algos.aggrevated.shaped_rl import shaped_scores
+
+    box = spaces.Box(-100.0, 100.0, (1,), np.float32)
+    obs_space = spaces.Dict({"x": box}) if dict_obs else box
+    buffer_class = DictRolloutBuffer if dict_obs else RolloutBuffer
+    buffer = buffer_class(3, obs_space, box, gamma=0.5, gae_lambda=0.5, n_envs=2)
+    shaped = ShapedReturns(n_steps=3, n_envs=2, gamma=0.5, gae_lambda=0.5)
+    sampled = np.array([[False, True], [True, False], [False, True]])
+    for step in range(3):
+        x = np.array([[10.0 * step], [10.0 * step + 1]], np.float32)
+        buffer.add({"x": x} if dict_obs else x, -x, np.zeros(2), np.zeros(2, bool), th.zeros(2), th.as_tensor(-x[:, 0]))
+        shaped.add(np.zeros(2), sampled[step])
+        shaped.observe(np.array([1.0, 2.0]) * step, np.zeros(2, bool), np.zeros(2))
+    shaped.last_values = np.zeros(2)
+    buffer.compute_returns_and_advantage(th.zeros(2), np.zeros(2))
+    next(buffer.get(batch_size=None))
+    result = shaped_scores(shaped, buffer, th.device("cpu"))
+    assert result is not None
+    obs, scores, stats = result
+    x = (obs["x"] if dict_obs else obs)[:, 0].tolist()
+    assert x == [10.0, 1.0, 21.0]  # env 0's step 1, then env 1's steps 0 and 2
+    assert scores.actions[0, :, 0].tolist() == [-10.0, -1.0, -21.0]
+    assert scores.log_prob_old[0].tolist() == [-10.0, -1.0, -21.0]
+    assert float(stats["rl_steps"]) == 3.0

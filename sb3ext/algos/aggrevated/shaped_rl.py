@@ -97,9 +97,16 @@ def shaped_scores(
     mask = flat(shaped.sampled[: shaped.step])
     if mask.sum() < 2:
         return None
-    samples = rollout_buffer._get_samples(np.flatnonzero(mask))  # in order, where SB3's get() permutes
+    idx = np.flatnonzero(mask)  # in the roll-in's order (SB3's get() would permute the steps)
+    stored = rollout_buffer.observations
+    obs = (
+        {k: rollout_buffer.to_torch(v[idx]) for k, v in stored.items()}
+        if isinstance(stored, dict)
+        else rollout_buffer.to_torch(stored[idx])
+    )
+    actions = rollout_buffer.to_torch(rollout_buffer.actions[idx].astype(np.float32, copy=False))
+    old_log_prob = rollout_buffer.to_torch(rollout_buffer.log_probs[idx].flatten())
     adv = th.as_tensor(flat(advantages)[mask], device=device, dtype=th.float32)
     stats = {"rl_advantage_mean": adv.mean(), "rl_advantage_std": adv.std(), "rl_steps": th.tensor(float(len(adv)))}
     adv = (adv - adv.mean()) / (adv.std() + 1e-8)  # centred and scaled, as PPO's
-    scores = SampledScores(samples.actions[None], samples.old_log_prob[None], adv[None])
-    return samples.observations, scores, stats
+    return obs, SampledScores(actions[None], old_log_prob[None], adv[None]), stats
