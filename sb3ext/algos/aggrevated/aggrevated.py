@@ -512,7 +512,9 @@ class AggreVaTeD(SafeLoad, PPO):
         learner_obs, scores, stats = estimator.samples(self.policy, self._aggregation, view)
         n_states = batch_size_of(learner_obs)
         update_start = time.perf_counter()
-        timings = {**self._timings, "scoring_s": update_start - scoring_start, "rl_update_s": scoring_start - rl_start}
+        timings = {**self._timings, "scoring_s": update_start - scoring_start}
+        if shaped is not None:  # rl_coef: the reinforcement term's passes
+            timings["rl_update_s"] = scoring_start - rl_start
 
         self._check_critic_signal(stats)
         # clone the expert (DAgger): asked for, or the critic says too little; then on its memory of visited states too
