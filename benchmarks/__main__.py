@@ -4,6 +4,7 @@
     python -m benchmarks run classic                           # every job of a suite, then its page
     python -m benchmarks run classic --tasks Pendulum-v1 --methods aggrevated ppo --seeds 0 --jobs 2
     python -m benchmarks report classic                        # the page again from the finished runs
+    python -m benchmarks references walkers                    # the expert and random measured again here
 
 Many machines (a shared Optuna storage as the job queue; the page from any of them):
 
@@ -25,7 +26,7 @@ import traceback
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
 
-from benchmarks.suite import ROOT, SUITES_FILE, Job, SuiteError, get_suite, load_suites
+from benchmarks.suite import ROOT, SUITES_FILE, Job, Suite, SuiteError, get_suite, load_suites
 
 DEFAULT_WORK = ROOT / "bench_runs"
 DEFAULT_OUT = ROOT / "docs" / "benchmarks"
@@ -64,6 +65,27 @@ def _work_queue(storage: str, suite_name: str, suites: Path, work: Path, command
     return queue.work(queue.open_study(storage, suite_name), jobs, lambda job: run_job(job, work, command))
 
 
+def _references(suite: Suite, tasks: list[str] | None, work: Path, out: Path) -> int:
+    """Measure each task's expert and random policy again on this machine, beside the recorded references."""
+    from benchmarks import record
+    from benchmarks.runs import measure_again
+
+    suite.select(tasks)  # checks the task names
+    record.seed_work_dir(suite, out, work)
+    for task in suite.tasks.values():
+        if tasks and task.name not in tasks:
+            continue
+        cache = work / suite.name / task.name.replace("/", "-") / "references.json"
+        cached, fresh = measure_again(task, suite.episodes, suite.eval_seed, cache)
+        line = f"{task.name}: recorded on {cached.get('machine', 'an unrecorded machine')}: "
+        for key in ("expert", "random"):
+            if key in cached:
+                line += f"{key} {cached[key]:.3f} -> {fresh[key]:.3f} here; "
+        print(line + f"here: {fresh['machine']} ({fresh['packages']})", flush=True)
+    print(f"`python -m benchmarks report {suite.name}` puts the measurements on the page", flush=True)
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m benchmarks", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -73,17 +95,18 @@ def main(argv: list[str] | None = None) -> int:
     commands.add_parser("list", help="the suites, their tasks and methods").add_argument(
         "--suites", type=Path, default=SUITES_FILE, help=suites_help
     )
-    for name in ("run", "work", "report"):
+    for name in ("run", "work", "report", "references"):
         sub = commands.add_parser(name)
         sub.add_argument("suite")
         sub.add_argument("--suites", type=Path, default=SUITES_FILE, help=suites_help)
         sub.add_argument("--work-dir", type=Path, default=DEFAULT_WORK)
         sub.add_argument("--out", type=Path, default=DEFAULT_OUT, help="where the page goes")
         sub.add_argument("--storage", help="an Optuna storage URL used as the job queue (several machines)")
-        if name != "report":
+        if name in ("run", "work"):
             sub.add_argument("--jobs", type=int, default=2, help="runs at a time on this machine (one core each)")
-        if name == "run":
+        if name in ("run", "references"):
             sub.add_argument("--tasks", nargs="+")
+        if name == "run":
             sub.add_argument("--methods", nargs="+")
             sub.add_argument("--seeds", nargs="+", type=int)
             sub.add_argument("--enqueue-only", action="store_true", help="with --storage: queue the jobs, run none")
@@ -98,6 +121,8 @@ def main(argv: list[str] | None = None) -> int:
                     print(f"  {task.name} ({task.env}; expert {task.expert or '-'}): {methods}")
             return 0
         suite = get_suite(args.suite, args.suites)
+        if args.command == "references":
+            return _references(suite, args.tasks, args.work_dir, args.out)
         failures: list[tuple[str, str]] = []
         if args.command == "run":
             from benchmarks import record

@@ -24,7 +24,7 @@ def run_key(result: dict[str, Any]) -> str:
     return f"{result['task']}/{result['method']}/{result['seed']}"
 
 
-def load(suite: Suite, out: Path) -> tuple[dict[str, dict[str, float]], dict[str, dict[str, Any]]]:
+def load(suite: Suite, out: Path) -> tuple[dict[str, dict[str, Any]], dict[str, dict[str, Any]]]:
     """The recorded references (per task) and results (per ``task/method/seed``); empty where none are recorded."""
     path = record_path(suite, out)
     if not path.exists():
@@ -33,7 +33,7 @@ def load(suite: Suite, out: Path) -> tuple[dict[str, dict[str, float]], dict[str
     return record["references"], record["runs"]
 
 
-def save(suite: Suite, out: Path, refs: dict[str, dict[str, float]], runs: dict[str, dict[str, Any]]) -> None:
+def save(suite: Suite, out: Path, refs: dict[str, dict[str, Any]], runs: dict[str, dict[str, Any]]) -> None:
     """The record, one run per line; a run of a task or method no longer in the suite is dropped."""
     kept = {
         key: result

@@ -30,7 +30,7 @@ LABELS = {
 }
 
 
-def threshold_of(task: Task, refs: dict[str, float]) -> float:
+def threshold_of(task: Task, refs: dict[str, Any]) -> float:
     """90% of the way from a random policy to the expert on the same episodes; a task's ``goal`` without an expert."""
     if "expert" in refs:
         return refs["random"] + THRESHOLD_FRACTION * (refs["expert"] - refs["random"])
@@ -106,7 +106,7 @@ def held_cell(runs: list[RunSummary], results: dict[tuple[str, int], dict[str, A
     return "—" if not total else f"{held}/{total} ({100 * held / total:.0f}%)"
 
 
-def task_table(task: Task, refs: dict[str, float], results: list[dict[str, Any]]) -> tuple[list[str], list[RunSummary]]:
+def task_table(task: Task, refs: dict[str, Any], results: list[dict[str, Any]]) -> tuple[list[str], list[RunSummary]]:
     threshold = threshold_of(task, refs)
     lines = [
         "| method | env steps to the threshold: median (seeds) | checkpoints holding it from the crossing on "
@@ -130,7 +130,7 @@ def task_table(task: Task, refs: dict[str, float], results: list[dict[str, Any]]
     return lines, summaries
 
 
-def plot_task(task: Task, refs: dict[str, float], results: list[dict[str, Any]], path: Path, episodes: int) -> None:
+def plot_task(task: Task, refs: dict[str, Any], results: list[dict[str, Any]], path: Path, episodes: int) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -166,7 +166,7 @@ def file_stem(suite: Suite, task: Task) -> str:
     return f"{suite.name}_{task.name.replace('/', '-')}"
 
 
-def summary_table(suite: Suite, refs: dict[str, dict[str, float]], results: dict[str, list[dict[str, Any]]]) -> list[str]:
+def summary_table(suite: Suite, refs: dict[str, dict[str, Any]], results: dict[str, list[dict[str, Any]]]) -> list[str]:
     """One row per task with results, one column per method: median env steps to the threshold, the share of later
     checkpoints holding it, and the median final return against the expert's (the suite at a glance)."""
     methods = [m for m in dict.fromkeys(m for t in suite.tasks.values() for m in t.methods)]
@@ -192,7 +192,7 @@ def summary_table(suite: Suite, refs: dict[str, dict[str, float]], results: dict
     return lines
 
 
-def collect(suite: Suite, work: Path, out: Path) -> tuple[dict[str, dict[str, float]], dict[str, dict[str, Any]]]:
+def collect(suite: Suite, work: Path, out: Path) -> tuple[dict[str, dict[str, Any]], dict[str, dict[str, Any]]]:
     """The references (per task) and finished results (per ``task/method/seed``) of the suite: the committed record
     under ``out`` with the runs finished under ``work`` over it."""
     refs, runs = record.load(suite, out)
@@ -204,6 +204,25 @@ def collect(suite: Suite, work: Path, out: Path) -> tuple[dict[str, dict[str, fl
                 result = json.loads(path.read_text())
                 runs[record.run_key(result)] = result
     return refs, runs
+
+
+def provenance(task: Task, refs: dict[str, Any], results: list[dict[str, Any]]) -> list[str]:
+    """Where the references were measured, the runs that ran elsewhere, and what the references read on the other
+    machines they were measured on again (``python -m benchmarks references``): a chaotic simulation (a walker)
+    scores one policy differently on another CPU or with other simulator versions, and the threshold moves with it."""
+    check = f"`python -m benchmarks references <suite> --tasks {task.name}` measures them again here"
+    if "machine" not in refs:
+        return [f"The references were measured before the harness recorded where; {check}.", ""]
+    lines = [f"References measured on {refs['machine']} ({refs['packages']})."]
+    elsewhere = [r for r in results if r.get("machine", refs["machine"]) != refs["machine"]
+                 or r.get("packages", refs["packages"]) != refs["packages"]]  # fmt: skip
+    if elsewhere:
+        lines.append(f"{len(elsewhere)} of the {len(results)} runs ran on another machine or other packages; {check}.")
+    for other in refs.get("elsewhere", []):
+        expert = f"the expert scores {other['expert']:.1f} ± {other['expert_std']:.1f}, " if "expert" in other else ""
+        lines.append(f"Measured again on {other['machine']} ({other['packages']}): {expert}random {other['random']:.1f}; "
+                     f"the threshold there would be {threshold_of(task, other):.1f}.")  # fmt: skip
+    return [" ".join(lines), ""]
 
 
 def made_by(suite: Suite, runs: dict[str, dict[str, Any]]) -> list[str]:
@@ -264,6 +283,7 @@ def write_page(suite: Suite, work: Path, out: Path) -> Path:
             else ""
         )
         lines += [f"Env `{task.env}`; {expert}random {task_refs['random']:.1f}; threshold {threshold:.1f}.", ""]
+        lines += provenance(task, task_refs, results[task.name])
         table, summaries = task_table(task, task_refs, results[task.name])
         rows += summaries
         machines = sorted({r.get("machine", "not recorded") for r in results[task.name]})

@@ -58,6 +58,7 @@ def run_job(job: Job, work: Path, command: str = "") -> dict[str, Any]:
         "eval_seed": job.suite.eval_seed,
         "command": command,
         "machine": machine(),
+        "packages": packages(),
         "references": refs,
         **curve,
     }
@@ -77,8 +78,27 @@ def machine() -> str:
     return f"{model}, {os.cpu_count()} cores"
 
 
-def references(task: Task, episodes: int, seed: int, cache: Path) -> dict[str, float]:
-    """The expert's and a uniformly random policy's mean return on the suite's seeded episodes (cached); a task
+#: the packages whose versions can change what a seeded episode returns (the simulators and the arrays)
+SIMULATION_PACKAGES = ("gymnasium", "numpy", "torch", "box2d", "mujoco", "ale-py", "pybullet")
+
+
+def packages() -> str:
+    """The installed versions of ``SIMULATION_PACKAGES``: a chaotic simulation (a walker) can score one policy
+    differently on another CPU or with other versions, so references and runs record where they were measured."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    found = []
+    for name in SIMULATION_PACKAGES:
+        try:
+            found.append(f"{name} {version(name)}")
+        except PackageNotFoundError:
+            continue
+    return ", ".join(found)
+
+
+def references(task: Task, episodes: int, seed: int, cache: Path) -> dict[str, Any]:
+    """The expert's and a uniformly random policy's mean return on the suite's seeded episodes, with the machine
+    and packages they were measured on (cached in ``cache``, a file two folders below the work dir); a task
     without an expert has only the random one."""
     if cache.exists():
         return json.loads(cache.read_text())  # type: ignore[no-any-return]
@@ -103,7 +123,7 @@ def references(task: Task, episodes: int, seed: int, cache: Path) -> dict[str, f
     probe.close()
     random_env = expert_env if atari and expert is not None else plain_env  # random plays the same game as the rest
     random_returns = episode_returns(task.env, None, episodes, seed, random_env)[0]
-    refs: dict[str, float] = {"random": float(np.mean(random_returns))}
+    refs: dict[str, Any] = {"random": float(np.mean(random_returns))}
     if expert is not None:
         if task.expert_observes_state:
             returns = episode_returns(task.env, expert, episodes, seed, plain_env, observe_state=True)[0]
@@ -111,9 +131,30 @@ def references(task: Task, episodes: int, seed: int, cache: Path) -> dict[str, f
             stack = expert.frame_stack or 0
             returns = episode_returns(task.env, expert, episodes, seed, expert_env, frame_stack=stack)[0]
         refs.update(expert=float(np.mean(returns)), expert_std=float(np.std(returns)))
+    refs.update(machine=machine(), packages=packages())
     cache.parent.mkdir(parents=True, exist_ok=True)
     cache.write_text(json.dumps(refs))
     return refs
+
+
+def measure_again(task: Task, episodes: int, seed: int, cache: Path) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The task's cached references and the same references measured afresh here. Where this machine or these
+    packages differ from those the cache was measured on, the new ones join the cache's ``elsewhere`` list (one
+    entry per machine and packages), which the page shows; the references themselves, and so the threshold the
+    recorded runs were scored against, stay."""
+    here = cache.with_name("references.here.json")
+    here.unlink(missing_ok=True)
+    fresh = references(task, episodes, seed, here)
+    here.unlink()
+    cached = json.loads(cache.read_text()) if cache.exists() else fresh
+    where = (fresh["machine"], fresh["packages"])
+    if cached is fresh:
+        cache.write_text(json.dumps(fresh))
+    elif (cached.get("machine"), cached.get("packages")) != where:
+        others = [o for o in cached.get("elsewhere", []) if (o["machine"], o["packages"]) != where]
+        cached["elsewhere"] = [*others, fresh]
+        cache.write_text(json.dumps(cached))
+    return cached, fresh
 
 
 def zoo_conf(algo: str, task: Task, folder: Path) -> list[str]:

@@ -251,3 +251,32 @@ def test_a_tasks_note_is_kept_for_its_page_and_unknown_task_keys_are_refused(tmp
     suites["s"]["tasks"]["T"]["notes"] = "x"
     with pytest.raises(SuiteError, match=r"unknown key\(s\) \['notes'\]"):
         get_suite("s", write_suites(tmp_path, suites))
+
+
+def test_references_record_where_they_were_measured_and_a_measurement_elsewhere_reaches_the_page(tmp_path: Path) -> None:
+    from benchmarks.report import provenance
+    from benchmarks.runs import machine, packages
+
+    shared_expert("sac/Pendulum-v1_1")
+    path = write_suites(tmp_path, {"tiny": {"seeds": [0], "episodes": 2, "tasks": {"Pendulum-v1": PENDULUM}}})
+    args = ["references", "tiny", "--suites", str(path), "--work-dir", str(tmp_path / "work"), "--out", str(tmp_path / "out")]
+    cache = tmp_path / "work" / "tiny" / "Pendulum-v1" / "references.json"
+    assert main(args) == 0  # nothing recorded yet: the first measurement becomes the references
+    first = json.loads(cache.read_text())
+    assert first["machine"] == machine() and "gymnasium" in first["packages"] and "elsewhere" not in first
+    # references recorded on another machine: they stay, and this machine's measurement joins them, once
+    recorded = {**first, "machine": "Other CPU, 2 cores", "expert": first["expert"] + 50.0}
+    cache.write_text(json.dumps(recorded))
+    assert main(args) == 0 and main(args) == 0
+    refs = json.loads(cache.read_text())
+    assert refs["expert"] == recorded["expert"] and refs["machine"] == "Other CPU, 2 cores"
+    assert [o["machine"] for o in refs["elsewhere"]] == [machine()]
+    assert refs["elsewhere"][0]["expert"] == pytest.approx(first["expert"])  # seeded episodes: the same number here
+    task = get_suite("tiny", path).tasks["Pendulum-v1"]
+    run = {"machine": machine(), "packages": packages()}
+    text = " ".join(provenance(task, refs, [run]))
+    assert "References measured on Other CPU, 2 cores" in text and "1 of the 1 runs ran on another machine" in text
+    assert f"the threshold there would be {threshold_of(task, first):.1f}" in text
+    assert "measured before the harness recorded where" in provenance(task, {"random": 0.0, "expert": 1.0}, [run])[0]
+    with pytest.raises(SystemExit):
+        main([*args, "--tasks", "Nope-v0"])
