@@ -278,5 +278,7 @@ def test_references_record_where_they_were_measured_and_a_measurement_elsewhere_
     assert "References measured on Other CPU, 2 cores" in text and "1 of the 1 runs ran on another machine" in text
     assert f"the threshold there would be {threshold_of(task, first):.1f}" in text
     assert "measured before the harness recorded where" in provenance(task, {"random": 0.0, "expert": 1.0}, [run])[0]
+    old = {"random": 0.0, "expert": 1.0, "elsewhere": refs["elsewhere"]}
+    assert f"the threshold there would be {threshold_of(task, first):.1f}" in provenance(task, old, [run])[0]
     with pytest.raises(SystemExit):
         main([*args, "--tasks", "Nope-v0"])

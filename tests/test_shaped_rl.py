@@ -93,13 +93,17 @@ def test_the_imitation_stays_while_the_learner_falls_short_of_the_promise() -> N
     assert mean_action(learner) < 0.0, mean_action(learner)
 
 
-def test_rl_coef_is_checked_and_needs_an_expert_with_a_value() -> None:
+def test_rl_coef_is_checked_and_is_off_with_a_warning_for_an_expert_without_a_value() -> None:
     env = make_vec_env(Bandit, n_envs=2, seed=0)
     with pytest.raises(ValueError, match="rl_coef.*>= 0"):
         AggreVaTeD("MlpPolicy", env, rl_coef=-1.0)
     policy_only = CallableExpert(lambda obs: np.zeros((len(obs), 1)), env.observation_space, env.action_space)
-    with pytest.raises(ValueError, match="rl_coef=1.0 needs the expert's value .* is policy-only"):
-        AggreVaTeD("MlpPolicy", env, expert=policy_only, rl_coef=1.0)
+    # a YAML default with the term must still hold for a policy-only expert: it imitates, and says so
+    with pytest.warns(UserWarning, match="rl_coef=1.0 needs the expert's value .* is policy-only: the term is off"):
+        imitator = AggreVaTeD("MlpPolicy", env, expert=policy_only, rl_coef=1.0, beta_init=0.0, n_steps=8, batch_size=16)
+    imitator.learn(32)
+    assert "train/rl_loss" not in imitator.logger.name_to_value
+    assert "train/policy_loss" in imitator.logger.name_to_value
     # DAgger clones from the start: the term is never used, and a policy-only expert is fine
     dagger = MatchedDAgger("MlpPolicy", env, expert=policy_only, rl_coef=1.0, n_steps=8, batch_size=16)
     dagger.learn(32)

@@ -128,7 +128,7 @@ class AggreVaTeD(SafeLoad, PPO):
         actions, scored by GAE(``gae_lambda``) on the expert's V* and the env's rewards, in passes of its own. It
         takes over from the imitation as the roll-in's returns reach what V* promises: with their shortfall w in
         [0, 1] (``train/imitation_weight``), the imitation steps at ``w`` and the term at ``rl_coef * (1 - w)`` times
-        the learning rate. Needs an expert with a value (not policy-only)
+        the learning rate. Off, with a warning, for a policy-only expert (no V*)
     :param target_kl: stop the epochs of an iteration when the approximate KL exceeds ``1.5 * target_kl``
     :param stats_window_size: Window size for the rollout logging
     :param tensorboard_log: the log location for tensorboard (if None, no logging)
@@ -275,9 +275,10 @@ class AggreVaTeD(SafeLoad, PPO):
         env_id = env_id_of(self.env)
         loaded = load_expert(expert, env_id=env_id, device=self.device)
         if float(self.rl_coef) > 0 and loaded.kind == POLICY_ONLY and not self.clones_expert:
-            raise ValueError(
+            warnings.warn(
                 f"rl_coef={self.rl_coef} needs the expert's value (V*) to score the learner's own steps, and expert "
-                f"{loaded.source} ({loaded.algo_name}) is policy-only: set rl_coef: 0.0, or pass an expert with a critic"
+                f"{loaded.source} ({loaded.algo_name}) is policy-only: the term is off, the learner imitates only",
+                stacklevel=3,
             )
         self._expert_reads_state = expert_reads_state(loaded, self.observation_space, self.action_space, self.env, env_id)
         if not self._expert_reads_state and self.env is not None:
@@ -461,7 +462,7 @@ class AggreVaTeD(SafeLoad, PPO):
         if self._expert_reads_state and (self._state_tracker is None or self._state_tracker.base is not base_vec_env(env)):
             self._state_tracker = StateTracker(env)  # the expert observes info["state"] (a new env: a new tracker)
         self._promised = PromisedReturns.renew(self._promised, self._expert, env.num_envs)
-        use_rl = float(self.rl_coef) > 0 and not self.clones_expert
+        use_rl = float(self.rl_coef) > 0 and not self.clones_expert and self._expert.kind != POLICY_ONLY
         self._shaped = ShapedReturns(self.n_steps, env.num_envs, self._expert.gamma, self.gae_lambda) if use_rl else None
         return RollIn(self._expert, beta, self._mix_rng, self._aggregation,
                       self.get_vec_normalize_env(), learner_mode,
