@@ -212,12 +212,15 @@ def provenance(task: Task, refs: dict[str, Any], results: list[dict[str, Any]]) 
     scores one policy differently on another CPU or with other simulator versions, and the threshold moves with it."""
     check = f"`python -m benchmarks references <suite> --tasks {task.name}` measures them again here"
     if "machine" not in refs:
-        return [f"The references were measured before the harness recorded where; {check}.", ""]
-    lines = [f"References measured on {refs['machine']} ({refs['packages']})."]
-    elsewhere = [r for r in results if r.get("machine", refs["machine"]) != refs["machine"]
-                 or r.get("packages", refs["packages"]) != refs["packages"]]  # fmt: skip
-    if elsewhere:
-        lines.append(f"{len(elsewhere)} of the {len(results)} runs ran on another machine or other packages; {check}.")
+        lines = ["The references were measured before the harness recorded where."]
+        if not refs.get("elsewhere"):
+            lines.append(f"{check[0].upper()}{check[1:]}.")
+    else:
+        lines = [f"References measured on {refs['machine']} ({refs['packages']})."]
+        elsewhere = [r for r in results if r.get("machine", refs["machine"]) != refs["machine"]
+                     or r.get("packages", refs["packages"]) != refs["packages"]]  # fmt: skip
+        if elsewhere:
+            lines.append(f"{len(elsewhere)} of the {len(results)} runs ran on another machine or other packages; {check}.")
     for other in refs.get("elsewhere", []):
         expert = f"the expert scores {other['expert']:.1f} ± {other['expert_std']:.1f}, " if "expert" in other else ""
         lines.append(f"Measured again on {other['machine']} ({other['packages']}): {expert}random {other['random']:.1f}; "
