@@ -21,7 +21,7 @@ THRESHOLD_FRACTION = 0.9
 COLORS = ["tab:blue", "tab:red", "tab:gray", "tab:brown", "tab:orange", "tab:purple", "tab:green", "tab:olive"]
 LABELS = {
     "aggrevated": "AggreVaTeD",
-    "aggrevated_rl": "AggreVaTeD, rl_coef 1",
+    "aggrevated_imitation": "AggreVaTeD, rl_coef 0 (imitation only)",
     "dagger": "DAgger (matched)",
     "imitation_dagger": "imitation DAgger",
     "imitation_bc": "imitation BC",
