@@ -206,11 +206,11 @@ def collect(suite: Suite, work: Path, out: Path) -> tuple[dict[str, dict[str, An
     return refs, runs
 
 
-def provenance(task: Task, refs: dict[str, Any], results: list[dict[str, Any]]) -> list[str]:
+def provenance(suite: str, task: Task, refs: dict[str, Any], results: list[dict[str, Any]]) -> list[str]:
     """Where the references were measured, the runs that ran elsewhere, and what the references read on the other
     machines they were measured on again (``python -m benchmarks references``): a chaotic simulation (a walker)
     scores one policy differently on another CPU or with other simulator versions, and the threshold moves with it."""
-    check = f"`python -m benchmarks references <suite> --tasks {task.name}` measures them again here"
+    check = f"`python -m benchmarks references {suite} --tasks {task.name}` measures them again here"
     if "machine" not in refs:
         lines = ["The references were measured before the harness recorded where."]
         if not refs.get("elsewhere"):
@@ -286,7 +286,7 @@ def write_page(suite: Suite, work: Path, out: Path) -> Path:
             else ""
         )
         lines += [f"Env `{task.env}`; {expert}random {task_refs['random']:.1f}; threshold {threshold:.1f}.", ""]
-        lines += provenance(task, task_refs, results[task.name])
+        lines += provenance(suite.name, task, task_refs, results[task.name])
         table, summaries = task_table(task, task_refs, results[task.name])
         rows += summaries
         machines = sorted({r.get("machine", "not recorded") for r in results[task.name]})

@@ -274,11 +274,12 @@ def test_references_record_where_they_were_measured_and_a_measurement_elsewhere_
     assert refs["elsewhere"][0]["expert"] == pytest.approx(first["expert"])  # seeded episodes: the same number here
     task = get_suite("tiny", path).tasks["Pendulum-v1"]
     run = {"machine": machine(), "packages": packages()}
-    text = " ".join(provenance(task, refs, [run]))
+    text = " ".join(provenance("tiny", task, refs, [run]))
     assert "References measured on Other CPU, 2 cores" in text and "1 of the 1 runs ran on another machine" in text
+    assert "`python -m benchmarks references tiny --tasks Pendulum-v1` measures them again here" in text
     assert f"the threshold there would be {threshold_of(task, first):.1f}" in text
-    assert "measured before the harness recorded where" in provenance(task, {"random": 0.0, "expert": 1.0}, [run])[0]
+    assert "measured before the harness recorded where" in provenance("tiny", task, {"random": 0.0, "expert": 1.0}, [run])[0]
     old = {"random": 0.0, "expert": 1.0, "elsewhere": refs["elsewhere"]}
-    assert f"the threshold there would be {threshold_of(task, first):.1f}" in provenance(task, old, [run])[0]
+    assert f"the threshold there would be {threshold_of(task, first):.1f}" in provenance("tiny", task, old, [run])[0]
     with pytest.raises(SystemExit):
         main([*args, "--tasks", "Nope-v0"])
