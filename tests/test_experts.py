@@ -213,6 +213,29 @@ def test_pendulum_critic_receives_scaled_actions() -> None:
     th.testing.assert_close(seen[0], th.tensor([[-1.0], [1.0], [1.0]]))
 
 
+def test_the_reward_scale_of_v_star_follows_the_config_where_the_saved_flag_was_switched_off(tmp_path: Path) -> None:
+    """The zoo's A2C Walker2d was trained with ``normalize: true`` (VecNormalize's default ``norm_reward=True``), and
+    its V*(s0) is on that scale (1.9 against a discounted return of 176, 2.3 once scaled); its Hub upload saved
+    ``norm_reward: False``. AggreVaTeD compares returns with V* on the expert's scale: the config decides it."""
+    needs("mujoco")
+    folder = tmp_path / "a2c" / "Walker2d-v3_1"
+    shutil.copytree(shared_expert("a2c/Walker2d-v3_1"), folder)
+    expert = load_expert(folder, env_id="Walker2d-v4")
+    norm = expert.normalization
+    assert norm is not None and norm.ret_rms is not None
+    np.testing.assert_allclose(expert.normalize_reward(np.array([1.0])), 1.0 / np.sqrt(norm.ret_rms.var + norm.epsilon))
+    assert float(expert.normalize_reward(np.array([1.0]))[0]) < 0.02
+    # a config that turns the rewards' normalisation off is followed too
+    config = next(folder.glob("*/config.yml"))
+    config.write_text(
+        config.read_text().replace("- - normalize\n    - true", "- - normalize\n    - '{\"norm_reward\": False}'")
+    )
+    assert "norm_reward" in config.read_text()
+    unscaled = load_expert(folder, env_id="Walker2d-v4")
+    assert unscaled.normalization is not None and unscaled.normalization.obs_rms is not None
+    assert float(unscaled.normalize_reward(np.array([1.0]))[0]) == 1.0
+
+
 def test_vecnormalize_statistics_are_applied() -> None:
     """The PPO BipedalWalker expert acts on its own normalised observations, exactly as SB3's VecNormalize does.
 

@@ -600,17 +600,24 @@ class Normalization:
     epsilon: float
 
 
-def load_normalization(path: Path, observation_space: spaces.Space, trust_remote_code: bool = False) -> Normalization:
-    """The checked statistics of a zoo ``vecnormalize.pkl`` (allow-list unpickler unless trusted)."""
+def load_normalization(
+    path: Path, observation_space: spaces.Space, trust_remote_code: bool = False, norm_reward: bool | None = None
+) -> Normalization:
+    """The checked statistics of a zoo ``vecnormalize.pkl`` (allow-list unpickler unless trusted).
+
+    :param norm_reward: whether the rewards were normalised in training, where the caller knows it better than the
+        file (an expert's ``config.yml``); None: the file's own ``norm_reward`` flag"""
     try:
-        return _load_normalization(path, observation_space, trust_remote_code)
+        return _load_normalization(path, observation_space, trust_remote_code, norm_reward)
     except (ValueError, UnsafeObjectError):
         raise
     except Exception as exc:  # numpy and the unpickler's builders raise TypeError & co. on damaged state
         raise ValueError(f"{path}: unreadable VecNormalize statistics ({type(exc).__name__}: {str(exc)[:200]})") from None
 
 
-def _load_normalization(path: Path, observation_space: spaces.Space, trust_remote_code: bool) -> Normalization:
+def _load_normalization(
+    path: Path, observation_space: spaces.Space, trust_remote_code: bool, norm_reward: bool | None
+) -> Normalization:
     raw = read_regular(path, MAX_TEXT * 16, "VecNormalize statistics")
     if trust_remote_code:
         loaded: Any = trusting_loads(raw)
@@ -631,9 +638,9 @@ def _load_normalization(path: Path, observation_space: spaces.Space, trust_remot
             raise ValueError(f"{path}: {key}={value!r}; allowed: a number in [{low:g}, {high:g}]")
         return float(value)
 
-    def statistics(flag: str, key: str, shape: tuple[int, ...]) -> RunningMeanStd | None:
+    def statistics(flag: str, key: str, shape: tuple[int, ...], used: bool | None = None) -> RunningMeanStd | None:
         value = state.get(key)
-        if not state.get(flag, True) or value is None:
+        if not (state.get(flag, True) if used is None else used) or value is None:
             return None
         if not isinstance(value, RunningMeanStd):
             raise ValueError(f"{path}: {key} is a {type(value).__name__}, not RunningMeanStd statistics")
@@ -659,7 +666,7 @@ def _load_normalization(path: Path, observation_space: spaces.Space, trust_remot
         obs_rms=statistics("norm_obs", "obs_rms", obs_shape),
         # a clip of at most 1e6 and an epsilon of at least 1e-12 keep every normalised observation finite
         clip_obs=positive("clip_obs", 10.0, 1e-6, 1e6),
-        ret_rms=statistics("norm_reward", "ret_rms", ()),
+        ret_rms=statistics("norm_reward", "ret_rms", (), norm_reward),
         clip_reward=positive("clip_reward", 10.0, 1e-6, 1e6),
         epsilon=positive("epsilon", 1e-8, 1e-12, 1.0),
     )

@@ -670,7 +670,11 @@ def load_expert(
         model = trusted_load(files.model, algo_of(files.model), device)
     else:
         model = build_expert_model(files.model, device)
-    normalization = load_normalization(files.vecnormalize, model.observation_space, trust) if files.vecnormalize else None
+    normalization = (
+        load_normalization(files.vecnormalize, model.observation_space, trust, _reward_flag(config, str(files.config)))
+        if files.vecnormalize
+        else None
+    )
     if normalization is None and _normalize_flag(config, str(files.config)):
         raise ValueError(f"Expert {files.model} was trained with `normalize` but its vecnormalize.pkl is missing")
     source = str(ref) if ref.is_hub else str(files.model)
@@ -705,7 +709,8 @@ def hub_repo_cache(repo_id: str) -> Path:
     return Path(constants.HF_HUB_CACHE) / f"models--{repo_id.replace('/', '--')}"
 
 
-def _normalize_flag(config: dict[str, Any], source: str = "config.yml") -> bool:
+def _normalize_setting(config: dict[str, Any], source: str) -> bool | dict[str, Any] | str:
+    """The config's ``normalize``: a bool, the VecNormalize kwargs (a dict), or an unparsed string."""
     flag = config.get("normalize", False)
     if isinstance(flag, str):
         try:
@@ -713,8 +718,30 @@ def _normalize_flag(config: dict[str, Any], source: str = "config.yml") -> bool:
         except LiteralTooComplex:
             raise
         except (ValueError, SyntaxError, TypeError):
-            return flag.strip().lower() not in {"false", "0", ""}
-        return bool(parsed.get("norm_obs", True)) if isinstance(parsed, dict) else bool(parsed)
-    if isinstance(flag, dict):
-        return bool(flag.get("norm_obs", True))
-    return bool(flag)
+            return flag
+        return parsed if isinstance(parsed, dict) else bool(parsed)
+    return flag if isinstance(flag, dict) else bool(flag)
+
+
+def _reward_flag(config: dict[str, Any], source: str = "config.yml") -> bool | None:
+    """Whether the expert's rewards were normalised in training, by its config: ``normalize: true`` is VecNormalize's
+    default, ``norm_reward=True``. Its ``vecnormalize.pkl`` can say otherwise: some of the zoo's Hub uploads (its A2C
+    Ant, Humanoid and Walker2d) were saved with ``norm_reward`` switched off, while their V* is on the normalised
+    scale. None where the config does not say (the file's flag decides)."""
+    if "normalize" not in config:
+        return None
+    setting = _normalize_setting(config, source)
+    if isinstance(setting, dict):
+        return bool(setting.get("norm_reward", True))
+    if isinstance(setting, str):
+        return None
+    return setting or None
+
+
+def _normalize_flag(config: dict[str, Any], source: str = "config.yml") -> bool:
+    setting = _normalize_setting(config, source)
+    if isinstance(setting, dict):
+        return bool(setting.get("norm_obs", True))
+    if isinstance(setting, str):
+        return setting.strip().lower() not in {"false", "0", ""}
+    return setting
