@@ -4,6 +4,8 @@ heartbeat and retried)."""
 
 from __future__ import annotations
 
+import contextlib
+import io
 import os
 import signal
 import subprocess
@@ -20,7 +22,7 @@ import yaml
 from optuna.storages import RetryHeartbeatStaleTrialCallback
 from optuna.trial import TrialState
 
-from sb3ext import AggreVaTeD, tuning
+from sb3ext import AggreVaTeD, tune, tuning
 from sb3ext.demo import EMBEDDED_EXPERT
 from scripts import pg_server
 from tests.conftest import missing
@@ -138,6 +140,14 @@ def test_zoo_literal_round_trips_through_eval() -> None:
 # the zoo CLI with a shared study
 
 
+def tune_cli(*args: str, cwd: Path) -> str:
+    """`python -m sb3ext.tune ARGS` in this process (its own process start is covered by the CLI error test)."""
+    out = io.StringIO()
+    with contextlib.chdir(cwd), contextlib.redirect_stdout(out):
+        assert tune.main(list(args)) == 0, f"sb3ext.tune {' '.join(args)} failed:\n{out.getvalue()}"
+    return out.getvalue()
+
+
 def zoo(*args: str, cwd: Path, env: dict | None = None, timeout: float = 300) -> subprocess.CompletedProcess:
     result = subprocess.run(
         [sys.executable, *args], cwd=cwd, env={**os.environ, **(env or {})}, capture_output=True, text=True, timeout=timeout
@@ -185,7 +195,7 @@ def training(study: optuna.Study, storage: str) -> list[optuna.trial.FrozenTrial
 
 def two_workers_one_killed(storage: str, tmp_path: Path) -> optuna.Study:
     """Worker A and B on one pre-created study; A is SIGKILLed while both are in a trial; B completes; C runs one trial."""
-    zoo("-m", "sb3ext.tune", "create", "--storage", storage, "--study-name", "study", cwd=tmp_path)
+    tune_cli("create", "--storage", storage, "--study-name", "study", cwd=tmp_path)
     study = optuna.load_study(storage=storage, study_name="study")
     env = {**os.environ, **HEARTBEAT}
     logs = [open(tmp_path / f"worker_{name}.log", "w") for name in "ab"]
@@ -215,7 +225,7 @@ def two_workers_one_killed(storage: str, tmp_path: Path) -> optuna.Study:
 
 
 def check_killed_trial_failed_and_retried(study: optuna.Study, storage: str, tmp_path: Path) -> None:
-    status = zoo("-m", "sb3ext.tune", "status", "--storage", storage, "--study-name", "study", cwd=tmp_path).stdout
+    status = tune_cli("status", "--storage", storage, "--study-name", "study", cwd=tmp_path)
     trials = study.get_trials()
     states = [trial.state for trial in trials]
     assert TrialState.RUNNING not in states, status
@@ -237,8 +247,8 @@ def check_export_round_trip(storage: str, tmp_path: Path) -> None:
     study = optuna.load_study(storage=storage, study_name="study")
     best = study.best_trial
     expected = tuning.convert_aggrevated_params(dict(best.params))
-    zoo(
-        "-m", "sb3ext.tune", "export", "--storage", storage, "--study-name", "study", "--algo", "aggrevated",
+    tune_cli(
+        "export", "--storage", storage, "--study-name", "study", "--algo", "aggrevated",
         "--env", "Pendulum-v1", "--hyperparams", f"expert:'{EMBEDDED_EXPERT}'", "-o", "best.yml", cwd=tmp_path,
     )  # fmt: skip
     exported = yaml.safe_load((tmp_path / "best.yml").read_text())["Pendulum-v1"]
@@ -291,7 +301,7 @@ def test_journal_file_storage_single_worker(tmp_path: Path) -> None:
 
 def test_cli_errors_are_one_clear_line(tmp_path: Path) -> None:
     storage = f"sqlite:///{tmp_path / 'study.db'}"
-    zoo("-m", "sb3ext.tune", "create", "--storage", storage, "--study-name", "study", cwd=tmp_path)
+    tune_cli("create", "--storage", storage, "--study-name", "study", cwd=tmp_path)
     cases = {
         ("status", "--study-name", "nope"): "error: no study named 'nope'",
         ("export", "--study-name", "study", "--algo", "aggrevated", "--env", "Pendulum-v1", "-o", "x.yml"): "has no completed trial",

@@ -169,12 +169,11 @@ def test_envs_from_the_wheel_with_stock_ppo(wheel_venv: FreshVenv, tmp_path: Pat
     assert list((tmp_path / "logs" / "ppo" / "sb3ext-CartPole-v0_1" / "videos").glob("*.mp4"))
 
 
-# The default suite runs the round trip with one variant (~35 s each on 2 cores); each variant's sampler and
-# converter are unit-tested in test_ppo_variants.py and registered in the zoo (test_tuning.py); the other two
-# variants' round trips run with `-m slow`.
-@pytest.mark.parametrize(
-    "algo", ["ppo_kl", pytest.param("rpo", marks=pytest.mark.slow), pytest.param("ppo_tanh", marks=pytest.mark.slow)]
-)
+# ~50 s each on 2 cores, so the round trips run with `-m slow`. The default suite keeps their parts: each variant's
+# sampler and converter (test_ppo_variants.py), their zoo registration (test_tuning.py), training and enjoy through
+# the zoo (test_zoo_cli.py), and the zoo's Hub packaging with AggreVaTeD (test_push_to_hub_then_load_from_hub...).
+@pytest.mark.slow
+@pytest.mark.parametrize("algo", ["ppo_kl", "rpo", "ppo_tanh"])
 def test_ppo_variants_tune_and_push_through_the_zoo(wheel_venv: FreshVenv, tmp_path: Path, algo: str) -> None:
     """-optimize with sb3ext's sampler, then the zoo's Hub packaging (network calls stubbed), for each variant."""
     tuned = wheel_venv.run(
