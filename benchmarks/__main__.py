@@ -69,13 +69,14 @@ def _references(suite: Suite, tasks: list[str] | None, work: Path, out: Path) ->
     """Measure each task's expert and random policy again on this machine, beside the recorded references."""
     from benchmarks import record
     from benchmarks.runs import measure_again
+    from benchmarks.suite import task_folder
 
     suite.select(tasks)  # checks the task names
     record.seed_work_dir(suite, out, work)
     for task in suite.tasks.values():
         if tasks and task.name not in tasks:
             continue
-        cache = work / suite.name / task.name.replace("/", "-") / "references.json"
+        cache = task_folder(work, suite.name, task.name) / "references.json"
         cached, fresh = measure_again(task, suite.episodes, suite.eval_seed, cache)
         line = f"{task.name}: recorded on {cached.get('machine', 'an unrecorded machine')}: "
         for key in ("expert", "random"):

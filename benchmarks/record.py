@@ -13,7 +13,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from benchmarks.suite import Job, Suite
+from benchmarks.suite import Job, Suite, task_folder
 
 
 def record_path(suite: Suite, out: Path) -> Path:
@@ -59,7 +59,7 @@ def seed_work_dir(suite: Suite, out: Path, work: Path) -> None:
     """Each recorded task's references into the work dir (``references.json``), so new runs reuse them."""
     refs, _ = load(suite, out)
     for task, values in refs.items():
-        cache = work / suite.name / task.replace("/", "-") / "references.json"
+        cache = task_folder(work, suite.name, task) / "references.json"
         if not cache.exists():
             cache.parent.mkdir(parents=True, exist_ok=True)
             cache.write_text(json.dumps(values))

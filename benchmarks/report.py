@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from benchmarks import record
-from benchmarks.suite import ROOT, Suite, Task
+from benchmarks.suite import ROOT, Suite, Task, task_folder
 
 THRESHOLD_FRACTION = 0.9
 COLORS = ["tab:blue", "tab:red", "tab:gray", "tab:brown", "tab:orange", "tab:purple", "tab:green", "tab:olive"]
@@ -197,7 +197,7 @@ def collect(suite: Suite, work: Path, out: Path) -> tuple[dict[str, dict[str, An
     under ``out`` with the runs finished under ``work`` over it."""
     refs, runs = record.load(suite, out)
     for task in suite.tasks.values():
-        folder = work / suite.name / task.name.replace("/", "-")
+        folder = task_folder(work, suite.name, task.name)
         if (folder / "references.json").exists():
             refs[task.name] = json.loads((folder / "references.json").read_text())
             for path in sorted(folder.glob("*/seed*/result.json")):

@@ -97,16 +97,24 @@ def packages() -> str:
 
 
 def references(task: Task, episodes: int, seed: int, cache: Path) -> dict[str, Any]:
-    """The expert's and a uniformly random policy's mean return on the suite's seeded episodes, with the machine
-    and packages they were measured on (cached in ``cache``, a file two folders below the work dir); a task
-    without an expert has only the random one."""
+    """:func:`measure_references`, cached in ``cache`` (the task's ``references.json``, two folders below the work
+    dir)."""
     if cache.exists():
         return json.loads(cache.read_text())  # type: ignore[no-any-return]
+    refs = measure_references(task, episodes, seed, cache.parents[2])
+    cache.parent.mkdir(parents=True, exist_ok=True)
+    cache.write_text(json.dumps(refs))
+    return refs
+
+
+def measure_references(task: Task, episodes: int, seed: int, work: Path) -> dict[str, Any]:
+    """The expert's and a uniformly random policy's mean return on the suite's seeded episodes, with the machine
+    and packages they were measured on; a task without an expert has only the random one."""
     from sb3ext.callbacks import episode_returns
     from sb3ext.experts import load_expert
 
     kwargs = task.make_kwargs
-    reference = task.expert_reference(cache.parents[2])
+    reference = task.expert_reference(work)
     expert = None
     if reference is not None:
         expert = load_expert(reference) if task.expert_observes_state else load_expert(reference, env_id=task.env)
@@ -132,8 +140,6 @@ def references(task: Task, episodes: int, seed: int, cache: Path) -> dict[str, A
             returns = episode_returns(task.env, expert, episodes, seed, expert_env, frame_stack=stack)[0]
         refs.update(expert=float(np.mean(returns)), expert_std=float(np.std(returns)))
     refs.update(machine=machine(), packages=packages())
-    cache.parent.mkdir(parents=True, exist_ok=True)
-    cache.write_text(json.dumps(refs))
     return refs
 
 
@@ -142,10 +148,8 @@ def measure_again(task: Task, episodes: int, seed: int, cache: Path) -> tuple[di
     packages differ from those the cache was measured on, the new ones join the cache's ``elsewhere`` list (one
     entry per machine and packages), which the page shows; the references themselves, and so the threshold the
     recorded runs were scored against, stay."""
-    here = cache.with_name("references.here.json")
-    here.unlink(missing_ok=True)
-    fresh = references(task, episodes, seed, here)
-    here.unlink()
+    fresh = measure_references(task, episodes, seed, cache.parents[2])
+    cache.parent.mkdir(parents=True, exist_ok=True)
     cached = json.loads(cache.read_text()) if cache.exists() else fresh
     where = (fresh["machine"], fresh["packages"])
     if cached is fresh:

@@ -133,7 +133,12 @@ class Job:
         return f"{self.suite.name}/{self.task.name}/{self.method.name}/{self.seed}"
 
     def folder(self, work: Path) -> Path:
-        return work / self.suite.name / self.task.name.replace("/", "-") / self.method.name / f"seed{self.seed}"
+        return task_folder(work, self.suite.name, self.task.name) / self.method.name / f"seed{self.seed}"
+
+
+def task_folder(work: Path, suite: str, task: str) -> Path:
+    """Where a task's runs and its ``references.json`` live under the work dir."""
+    return work / suite / task.replace("/", "-")
 
 
 def _check_keys(where: str, mapping: Any, allowed: set[str]) -> dict[str, Any]:
