@@ -29,6 +29,7 @@ from stable_baselines3.common.vec_env import VecNormalize
 from sb3ext import AggreVaTeD
 from sb3ext.algos.aggrevated.estimators import surrogate_terms
 from sb3ext.algos.aggrevated.shaped_rl import shaped_scores
+from sb3ext.common.ppo import actor_critic_parameters
 
 
 def term_gradients(
@@ -40,7 +41,7 @@ def term_gradients(
     gradients: dict[float, list[np.ndarray]] = {lam: [] for lam in lambdas}
     steps: list[float] = []
     fall_share: list[float] = []
-    actor = [p for name, p in model.policy.named_parameters() if not name.startswith(("value_net", "mlp_extractor.value"))]
+    actor = actor_critic_parameters(model.policy)[0]  # the term's own Adam steps these
 
     def measure() -> None:  # in place of train(): the gradient, no step (beta stays: no iteration counted)
         model.rollout_buffer.generator_ready = False
@@ -96,12 +97,10 @@ def main() -> None:
     args = parser.parse_args()
 
     stats = args.checkpoints / f"rl_model_vecnormalize_{args.step}_steps.pkl"
-    probe = AggreVaTeD.load(args.checkpoints / f"rl_model_{args.step}_steps.zip", device="cpu")
-    venv = VecNormalize.load(str(stats), make_vec_env(args.env, n_envs=probe.n_envs, seed=args.seed))
+    model = AggreVaTeD.load(args.checkpoints / f"rl_model_{args.step}_steps.zip", device="cpu", rl_coef=1.0, verbose=0)
+    venv = VecNormalize.load(str(stats), make_vec_env(args.env, n_envs=model.n_envs, seed=args.seed))
     venv.training = False  # the learner's statistics stay as saved
-    model = AggreVaTeD.load(
-        args.checkpoints / f"rl_model_{args.step}_steps.zip", env=venv, device="cpu", rl_coef=1.0, verbose=0
-    )
+    model.set_env(venv)
     model.set_expert(args.expert)
     th.manual_seed(args.seed)
     lambdas = args.lambdas if args.lambdas else [float(model.gae_lambda)]
