@@ -44,8 +44,7 @@ def term_gradients(
     actor = actor_critic_parameters(model.policy)[0]  # the term's own Adam steps these
 
     def measure() -> None:  # in place of train(): the gradient, no step (beta stays: no iteration counted)
-        model.rollout_buffer.generator_ready = False
-        next(model.rollout_buffer.get(batch_size=None))
+        next(model.rollout_buffer.get(batch_size=None))  # flattens the roll-in, as train() does first
         shaped = model._shaped
         assert shaped is not None and shaped.last_values is not None, "the roll-in kept no V* (is rl_coef > 0?)"
         raw = shaped.advantages(shaped.last_values)
@@ -53,8 +52,9 @@ def term_gradients(
         close = np.zeros_like(falls)
         for lag in range(near):  # steps that end in a fall within `near` steps (same env)
             close[: shaped.step - lag] |= falls[lag:]
-        weight = np.abs(raw[shaped.sampled[: shaped.step]])
-        fall_share.append(float(weight[close[shaped.sampled[: shaped.step]]].sum() / max(weight.sum(), 1e-12)))
+        sampled = shaped.sampled[: shaped.step]
+        weight = np.abs(raw[sampled])
+        fall_share.append(float(weight[close[sampled]].sum() / max(weight.sum(), 1e-12)))
         for lam in lambdas:
             shaped.gae_lambda = lam
             scored = shaped_scores(shaped, model.rollout_buffer, model.device)
@@ -62,7 +62,7 @@ def term_gradients(
             obs, scores, _ = scored
             idx = th.arange(len(scores.advantages[0]))
             distribution = model.policy.get_distribution(obs)
-            terms = surrogate_terms(scores, idx, distribution, 0.2, model.action_space, model.device)
+            terms = surrogate_terms(scores, idx, distribution, 0.2, model.action_space, model.device)  # ratio 1: no clip acts
             model.policy.zero_grad()
             terms.policy_loss.backward()
             gradients[lam].append(th.cat([p.grad.flatten() for p in actor if p.grad is not None]).cpu().numpy().copy())
