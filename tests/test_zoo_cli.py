@@ -195,10 +195,12 @@ def test_bad_input_fails_fast_with_one_clear_line(wheel_venv: FreshVenv, tmp_pat
 
 
 def complete_zip(path: Path) -> bool:
-    """Whether a checkpoint file is a whole zip (its central directory written and every entry's CRC right)."""
+    """Whether a checkpoint file is a whole SB3 zip: its central directory written, every entry's CRC right, and the
+    entries SB3 writes first (``data``) and last (``system_info.txt``) present. SB3 stores its entries uncompressed,
+    and each ``.pth`` entry is itself a zip (torch's format): a file cut right after one reads as that inner zip."""
     try:
         with zipfile.ZipFile(path) as archive:
-            return archive.testzip() is None
+            return {"data", "system_info.txt"} <= set(archive.namelist()) and archive.testzip() is None
     except (zipfile.BadZipFile, OSError, EOFError):
         return False
 
