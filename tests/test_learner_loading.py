@@ -242,3 +242,18 @@ def test_a_huge_stats_window_is_refused_in_one_line(tmp_path: Path) -> None:
         rewrite(path, lambda data, v=value: data.update(_stats_window_size=v))
         with pytest.raises(ValueError, match=r"field _stats_window_size: .*; allowed: "):
             KLPPO.load(path)
+
+
+def test_a_checkpoint_cut_short_while_written_says_so(tmp_path: Path) -> None:
+    """SB3 writes a checkpoint in place and stores its entries uncompressed; each ``.pth`` entry is itself a zip
+    (torch's format). A file cut right after one reads as that inner zip: the refusal says what it most likely is.
+    Found by the zoo CLI's SIGKILL test, which resumed from such a file."""
+    path = saved(tmp_path, "RPO")
+    with zipfile.ZipFile(path) as archive:
+        cut_at = archive.getinfo("_stable_baselines3_version").header_offset  # just after the last .pth entry
+    cut = tmp_path / "cut.zip"
+    cut.write_bytes(path.read_bytes()[:cut_at])
+    with pytest.raises(ValueError, match=r"has no 'data' entry .* cut short while being written") as refused:
+        RPO.load(cut)
+    assert "\n" not in str(refused.value)
+    assert RPO.load(path).n_steps == 16  # the whole file loads

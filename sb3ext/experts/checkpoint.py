@@ -81,7 +81,13 @@ class CheckpointArchive:
         """The bytes of entry ``name``, refusing more than ``limit`` bytes (declared or actual)."""
         if name not in self.entries:
             present = ", ".join(sorted(self.entries)) or "none"
-            raise ValueError(f"{self.path}: the checkpoint has no '{name}' entry (entries: {present})")
+            hint = ""
+            if any(entry.endswith("/data.pkl") for entry in self.entries):  # torch's own archive layout
+                hint = (
+                    "; it reads as a torch archive, which is what an SB3 checkpoint cut short while being written looks "
+                    "like (SB3 stores its .pth entries uncompressed, and writes in place): take the previous checkpoint"
+                )
+            raise ValueError(f"{self.path}: the checkpoint has no '{name}' entry (entries: {present}){hint}")
         info = self.entries[name]
         limit = min(limit, MAX_TOTAL_BYTES - self._read_total)
         if info.file_size > limit:
