@@ -90,6 +90,39 @@ def test_an_atari_game_is_scored_over_all_its_lives_with_the_games_own_rewards(m
     assert not games.is_atari(gym.make("CartPole-v1"))
 
 
+def test_evaluated_atari_games_are_sticky_seeded_and_differ_by_seed() -> None:
+    """A deterministic policy on the deterministic emulator plays the same few games whatever the seed: evaluated
+    games repeat the previous action with probability STICKY_ACTIONS, drawn from the episode's seed."""
+    from benchmarks import games
+    from sb3ext.callbacks import episode_returns
+
+    needs("ale_py")
+    from stable_baselines3.common.atari_wrappers import AtariWrapper
+
+    class Alternate:  # deterministic: LEFT and RIGHT in turn, so that a repeated action changes the play
+        def __init__(self) -> None:
+            self.count = 0
+
+        def predict(self, obs, deterministic=True):  # type: ignore[no-untyped-def]
+            self.count += 1
+            return [2 + self.count % 2], None
+
+    def sticky(env_id: str):  # type: ignore[no-untyped-def]
+        return games.scored_env(env_id, AtariWrapper)
+
+    def plain(env_id: str):  # type: ignore[no-untyped-def]
+        return games.scored_env(env_id, AtariWrapper, repeat_action_probability=0.0)  # a task's own setting is kept
+
+    assert sticky("BreakoutNoFrameskip-v4").unwrapped.ale.getFloat("repeat_action_probability") == games.STICKY_ACTIONS
+    assert plain("BreakoutNoFrameskip-v4").unwrapped.ale.getFloat("repeat_action_probability") == 0.0
+    first = episode_returns("BreakoutNoFrameskip-v4", Alternate(), 8, 0, sticky)[1].tolist()
+    again = episode_returns("BreakoutNoFrameskip-v4", Alternate(), 8, 0, sticky)[1].tolist()
+    assert first == again  # seeded: the same seeds play the same games
+    repeated = episode_returns("BreakoutNoFrameskip-v4", Alternate(), 8, 0, plain)[1].tolist()
+    # game lengths of the 8 seeds: 3 distinct games without sticky actions, 6 with them
+    assert len(set(first)) > len(set(repeated)), (first, repeated)
+
+
 @pytest.mark.parametrize(
     "suite, message",
     [
