@@ -64,9 +64,9 @@ def test_train_enjoy_continue_through_the_zoo(mode: str, request: pytest.Fixture
     fresh_venv: FreshVenv = request.getfixturevalue(f"{mode}_venv")
     expert = shared_expert(PENDULUM_EXPERT)
     common = pendulum_args(expert, "--seed", "1")
-    train = fresh_venv.run("-m", "rl_zoo3.train", *common, "-n", "2048", "-P", "--eval-freq", "-1", cwd=tmp_path)
+    train = fresh_venv.run("-m", "rl_zoo3.train", *common, "-n", "1024", "-P", "--eval-freq", "-1", cwd=tmp_path)
     assert re.search(r"Loading hyperparameters from: .*aggrevated\.yml", train.stdout)
-    assert "2,048/2,048" in train.stdout or "100%" in train.stdout, "the -P progress bar should be shown"
+    assert "1,024/1,024" in train.stdout or "100%" in train.stdout, "the -P progress bar should be shown"
     run_dir = tmp_path / "logs" / "aggrevated" / "Pendulum-v1_1"
     assert (run_dir / "Pendulum-v1.zip").is_file()
     saved = safe_yaml_load((run_dir / "Pendulum-v1" / "config.yml").read_text())
@@ -91,7 +91,7 @@ def test_train_enjoy_continue_through_the_zoo(mode: str, request: pytest.Fixture
         cwd=tmp_path,
     )
     first, continued = map(int, iterations.stdout.split())
-    assert first == 2048 // 64 and continued == first + 512 // 64, "-i continues the imitation schedule"
+    assert first == 1024 // 64 and continued == first + 512 // 64, "-i continues the imitation schedule"
 
 
 def test_mujoco_v5_from_a_v3_zoo_expert_through_the_zoo(wheel_venv: FreshVenv, tmp_path: Path) -> None:
