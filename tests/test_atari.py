@@ -128,3 +128,26 @@ def test_the_ale_games_of_the_yaml_are_registered() -> None:
             if key.endswith("NoFrameskip-v4"):
                 assert key in gym.registry, key
                 assert entry["expert"] == f"sb3/qrdqn-{key}"
+
+
+def test_the_shipped_breakout_expert_loads_its_half_precision_weights_as_sb3_does() -> None:
+    """The atari benchmark's expert ships as float16 weights (scripts/train_embedded_expert.py): the safe loader and
+    SB3's own ``load`` both read them into the float32 CNN, and give the same policy and V* on the same frames."""
+    needs("ale_py")
+    from stable_baselines3 import PPO
+
+    from sb3ext.experts import VALUE_ONLY
+    from sb3ext.experts.references import shipped_expert
+
+    folder = shipped_expert("ppo/BreakoutNoFrameskip-v4_1")
+    expert = load_expert("shipped:ppo/BreakoutNoFrameskip-v4_1")
+    assert expert.kind == VALUE_ONLY and expert.frame_stack == 4 and expert.obs_dtype == np.uint8
+    assert all(p.dtype == th.float32 for p in expert.policy.parameters())
+    trusted = PPO.load(folder / "BreakoutNoFrameskip-v4.zip", device="cpu")
+    frames = np.random.default_rng(0).integers(0, 256, (8, 4, 84, 84), dtype=np.uint8)
+    actions = th.arange(4).repeat(2)
+    obs = expert.obs_tensor(frames)
+    with th.no_grad():
+        values, log_prob, _ = trusted.policy.evaluate_actions(th.as_tensor(frames), actions)
+        th.testing.assert_close(expert.log_prob(obs, actions), log_prob)
+    th.testing.assert_close(expert.value(obs), values.flatten())
