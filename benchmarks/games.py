@@ -58,7 +58,14 @@ class FullGame(gym.Wrapper):
         self.scored = 0.0
 
     def reset(self, **kwargs: Any) -> Any:
+        """A new game. A game cut at :data:`MAX_GAME_FRAMES` is not over for SB3's ``EpisodicLifeEnv``, which would
+        go on with it (one no-op step) instead of starting the emulator again: it is told that the game is over."""
         self.scored = 0.0
+        env = self.env
+        while isinstance(env, gym.Wrapper):
+            if hasattr(env, "was_real_done"):
+                env.was_real_done = True
+            env = env.env
         return self.env.reset(**kwargs)
 
     def step(self, action: Any) -> Any:

@@ -35,6 +35,9 @@ SINGLE_THREAD = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 def run_job(job: Job, work: Path, command: str = "") -> dict[str, Any]:
     """The job's result (cached in ``result.json``): its checkpoints' returns on the suite's episodes and the
     wall-clock from the start of training to each checkpoint."""
+    import torch as th
+
+    th.set_num_threads(1)  # a job has one core (--jobs): two threads on a shared core spin in OpenMP's barriers
     folder = job.folder(work)
     done = folder / "result.json"
     if done.exists():

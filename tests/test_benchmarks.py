@@ -85,8 +85,11 @@ def test_an_atari_game_is_scored_over_all_its_lives_with_the_games_own_rewards(m
     per_life, _ = episode_returns("BreakoutNoFrameskip-v4", None, 6, 0, lambda env_id: AtariWrapper(gym.make(env_id)))
     assert per_life.sum() < returns.sum()  # what the zoo's wrappers alone call an episode is one life
     monkeypatch.setattr(games, "MAX_GAME_FRAMES", 400)
-    _, capped = episode_returns("BreakoutNoFrameskip-v4", None, 1, 0, make)
-    assert capped[0] <= 100 < lengths[0]  # 400 frames at a frame skip of 4 (resets' frames count too): the game is cut
+    resets = len(raw_totals)
+    _, capped = episode_returns("BreakoutNoFrameskip-v4", None, 3, 0, make)
+    # each game is cut at 400 frames (a frame skip of 4; resets' frames count too) ...
+    assert all(50 < n <= 100 < lengths[0] for n in capped), capped
+    assert len(raw_totals) == resets + 3  # ... and the next one is a new game, though the cut game was not over
     assert not games.is_atari(gym.make("CartPole-v1"))
 
 
