@@ -11,7 +11,7 @@
 * ``ppo`` on ``sb3ext/CartPole-v0``: sb3ext's ``hyperparams/ppo.yml`` (the zoo's tuned CartPole-v1 settings), 100k
   steps: the state expert of the pixel cart-pole (``sb3ext/CartPolePixels-v1`` gives it the state in
   ``info["state"]``); about 2 minutes.
-* ``ppo`` on ``BreakoutNoFrameskip-v4``: the zoo's own ``ppo.yml`` Atari entry, unchanged, 600k steps (about 35
+* ``ppo`` on ``BreakoutNoFrameskip-v4``: the zoo's own ``ppo.yml`` Atari entry, unchanged, 600k steps (about 37
   minutes on one core): the atari benchmark's expert. Its CNN is large (1.7M parameters), so the shipped file keeps
   the weights as float16 (they load into the float32 network; the file is the expert, measured as it is) and no
   optimizer moments, which acting never reads: 3.4 MB instead of 20. Scored as the benchmark scores games (all
