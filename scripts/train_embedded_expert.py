@@ -14,7 +14,7 @@
 * ``ppo`` on ``BreakoutNoFrameskip-v4``: the zoo's own ``ppo.yml`` Atari entry, unchanged, 600k steps (about 37
   minutes on one core): the atari benchmark's expert. Its CNN is large (1.7M parameters), so the shipped file keeps
   the weights as float16 (they load into the float32 network; the file is the expert, measured as it is) and no
-  optimizer moments, which acting never reads: 3.4 MB instead of 20. Scored as the benchmark scores games (all
+  optimizer moments, which acting never reads: 3.9 MB instead of 20.7. Scored as the benchmark scores games (all
   lives, sticky actions: ``benchmarks/games.py``) on seeds 50,000 and up. Another CPU trains another expert from the
   same seed, which is why it is shipped.
 
