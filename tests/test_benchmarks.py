@@ -37,6 +37,23 @@ def test_every_suite_loads_and_names_experts_that_exist():
                 shared_expert(task.expert)
 
 
+def test_every_zoo_method_of_every_suite_finds_the_entry_the_zoo_will_use(tmp_path: Path) -> None:
+    """The harness sizes each run's checkpoints by the n_envs of the entry the zoo will read: for an Atari game,
+    which has no entry of its own in the zoo's ppo.yml, the file's ``atari`` entry (8 envs)."""
+    from benchmarks.runs import probe_n_envs, zoo_conf
+
+    needs("ale_py")
+    needs("mujoco")
+    for suite in load_suites().values():
+        for task in suite.tasks.values():
+            for method in task.methods.values():
+                if not method.imitation:
+                    folder = tmp_path / suite.name / task.name.replace("/", "-") / method.name
+                    folder.mkdir(parents=True)
+                    assert probe_n_envs(task, method.algo, zoo_conf(method.algo, task, folder)) >= 1
+    assert probe_n_envs(load_suites()["atari"].tasks["Breakout"], "ppo", []) == 8
+
+
 def test_env_kwargs_reach_the_learners_evaluation_env_with_its_wrapper():
     """An Ant task: the learner's evaluation env is Ant-v4 with the task's contact forces, wrapped as its zoo
     config.yml says (the time feature): 111 + 1 numbers, as the shared PPO expert sees them."""
