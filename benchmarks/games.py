@@ -61,11 +61,7 @@ class FullGame(gym.Wrapper):
         """A new game. A game cut at :data:`MAX_GAME_FRAMES` is not over for SB3's ``EpisodicLifeEnv``, which would
         go on with it (one no-op step) instead of starting the emulator again: it is told that the game is over."""
         self.scored = 0.0
-        env = self.env
-        while isinstance(env, gym.Wrapper):
-            if hasattr(env, "was_real_done"):
-                env.was_real_done = True
-            env = env.env
+        self.env.set_wrapper_attr("was_real_done", True, force=False)  # no-op where no such wrapper is
         return self.env.reset(**kwargs)
 
     def step(self, action: Any) -> Any:
