@@ -55,6 +55,11 @@ class RunSummary:
     machine: str
 
 
+def return_text(value: float) -> str:
+    """A return as the pages print it: whole numbers from 100 up, one decimal below (Atari's 9.6 is not 10)."""
+    return f"{value:,.0f}" if abs(value) >= 100 else f"{value:.1f}"
+
+
 def summarise(result: dict[str, Any], threshold: float) -> RunSummary:
     if "summary" in result:  # recorded without its curve (benchmarks/record.py)
         return RunSummary(**{key: result["summary"][key] for key in RunSummary.__dataclass_fields__})
@@ -148,9 +153,9 @@ def plot_task(task: Task, refs: dict[str, Any], results: list[dict[str, Any]], p
                     lw=2, label=f"{LABELS.get(method, method)} (median of {len(runs)})")  # fmt: skip
     threshold = threshold_of(task, refs)
     if "expert" in refs:
-        ax.axhline(refs["expert"], color="tab:green", ls="--", label=f"expert ({refs['expert']:.0f})")
-    ax.axhline(threshold, color="black", ls="-.", lw=1, label=f"threshold ({threshold:.0f})")
-    ax.axhline(refs["random"], color="tab:red", ls=":", label=f"random ({refs['random']:.0f})")
+        ax.axhline(refs["expert"], color="tab:green", ls="--", label=f"expert ({return_text(refs['expert'])})")
+    ax.axhline(threshold, color="black", ls="-.", lw=1, label=f"threshold ({return_text(threshold)})")
+    ax.axhline(refs["random"], color="tab:red", ls=":", label=f"random ({return_text(refs['random'])})")
     ax.set_xscale("log")
     ax.set_xlabel("environment steps (log scale)")
     ax.set_ylabel(f"mean return, {episodes} seeded episodes")
@@ -186,9 +191,9 @@ def summary_table(suite: Suite, refs: dict[str, dict[str, Any]], results: dict[s
             median = median_or_none([r.steps_to_threshold for r in runs])
             steps = f"not in {max(r.budget for r in runs):,}" if median is None else f"{median:,.0f}"
             held = held_cell(runs, by_key, threshold).split(" ")[-1].strip("()")
-            cells.append(f"{steps} ({held} held; final {np.median([r.final for r in runs]):,.0f})")
-        expert = f"{refs[task.name]['expert']:,.0f}" if "expert" in refs[task.name] else "—"
-        lines.append(f"| {task.name} | {expert} | {threshold:,.0f} | " + " | ".join(cells) + " |")
+            cells.append(f"{steps} ({held} held; final {return_text(float(np.median([r.final for r in runs])))})")
+        expert = return_text(refs[task.name]["expert"]) if "expert" in refs[task.name] else "—"
+        lines.append(f"| {task.name} | {expert} | {return_text(threshold)} | " + " | ".join(cells) + " |")
     return lines
 
 

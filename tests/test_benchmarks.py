@@ -14,7 +14,7 @@ import yaml
 from benchmarks import job_queue as queue
 from benchmarks import record
 from benchmarks.__main__ import main
-from benchmarks.report import held_cell, steps_cell, summarise, threshold_of
+from benchmarks.report import held_cell, return_text, steps_cell, summarise, summary_table, threshold_of
 from benchmarks.suite import SuiteError, Task, get_suite, load_suites
 from tests.conftest import needs, shared_expert
 
@@ -213,6 +213,22 @@ def test_protocol_arithmetic_by_hand():
     assert steps_cell([runs[0], runs[2], never]) == "not in 400 (200, —, —)"
     by_key = {(r.method, r.seed): result("a", r.seed, v) for r, v in zip(runs, [[0, 85, 70, 90], [90] * 4, [0] * 4])}
     assert held_cell(runs, by_key, 80.0) == "6/7 (86%)"
+
+
+def test_small_returns_keep_a_decimal_in_the_summary():
+    """Breakout's expert scores 10.6 and its threshold is 9.6: printed as whole numbers they read 11 and 10, and a
+    learner at 9.6 would seem 0.4 short of a threshold it meets."""
+    assert (return_text(9.647), return_text(-76.04), return_text(1234.5), return_text(-150.8)) == (
+        "9.6",
+        "-76.0",
+        "1,234",
+        "-151",
+    )
+    suite = get_suite("atari")
+    refs = {"Breakout": {"expert": 10.6, "random": 1.0667}}
+    results = {"Breakout": [result("aggrevated", 0, [9.1, 9.9, 9.5])]}
+    [row] = [line for line in summary_table(suite, refs, results) if line.startswith("| Breakout")]
+    assert row.startswith("| Breakout | 10.6 | 9.6 | 200 (") and row.endswith("final 9.5) | — | — |"), row
 
 
 def test_a_run_recorded_with_its_summary_only_keeps_its_row_and_held_count():
