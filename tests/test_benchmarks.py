@@ -217,7 +217,7 @@ def test_protocol_arithmetic_by_hand():
 
 def test_small_returns_keep_a_decimal_in_the_summary():
     """Breakout's expert scores 10.6 and its threshold is 9.6: printed as whole numbers they read 11 and 10, and a
-    learner at 9.6 would seem 0.4 short of a threshold it meets."""
+    learner's 9.5, short of the threshold, would read as 10, at it."""
     assert (return_text(9.647), return_text(-76.04), return_text(1234.5), return_text(-150.8)) == (
         "9.6",
         "-76.0",
