@@ -407,6 +407,24 @@ def test_matched_dagger_copies_the_experts_actions_instead_of_following_its_crit
     assert abs(means[True] - (-1.0)) < 0.2 and means[False] > 0.2, means  # the critic pulls toward +1.5
 
 
+def test_the_kl_limit_stops_the_critics_term_and_the_pull_goes_on() -> None:
+    """A tight target_kl stops the critic's term within the first epoch; the pull toward the expert's action (a fixed
+    target) keeps its epochs and reaches the expert's -1, while without a pull the epochs stop as PPO's."""
+    means, updates = {}, {}
+    for bc_coef in (5.0, 0.0):
+        env = make_vec_env("Pendulum-v1", n_envs=2, seed=0)
+        expert = _ContraryExpert(env.observation_space, env.action_space, np.array([1.5], dtype=np.float32))
+        settings = {**SMALL, "n_epochs": 20, "batch_size": 8, "learning_rate": 1e-2, "target_kl": 1e-4}
+        model = AggreVaTeD("MlpPolicy", env, expert=expert, seed=0, beta_init=0.0, expert_bc_coef=bc_coef,
+                           expert_bc_margin=-math.inf, **settings)  # fmt: skip
+        model.learn(16)  # one iteration on 16 states: 2 minibatches per epoch
+        obs = th.as_tensor(model._aggregation.get()[0])
+        means[bc_coef] = model.policy.get_distribution(obs).distribution.mean.mean().item()
+        updates[bc_coef] = model._n_updates
+    assert updates == {5.0: 20, 0.0: 1}, updates
+    assert abs(means[5.0] - (-1.0)) < 0.3 and abs(means[0.0]) < 0.2, means
+
+
 def test_matched_dagger_on_discrete_actions_learns_the_experts_choices() -> None:
     env = make_vec_env("CartPole-v1", n_envs=2, seed=0)
     expert = load_expert(shared_expert("dqn/CartPole-v1_1"))

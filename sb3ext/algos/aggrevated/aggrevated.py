@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 import time
@@ -129,7 +130,9 @@ class AggreVaTeD(SafeLoad, PPO):
         takes over from the imitation as the roll-in's returns reach what V* promises: with their shortfall w in
         [0, 1] (``train/imitation_weight``), the imitation steps at ``w`` and the term at ``rl_coef * (1 - w)`` times
         the learning rate. Off, with a warning, for a policy-only expert (no V*)
-    :param target_kl: stop the epochs of an iteration when the approximate KL exceeds ``1.5 * target_kl``
+    :param target_kl: the trust region of the critic's term: once the approximate KL of an iteration exceeds
+        ``1.5 * target_kl``, the term stops for that iteration; the pull toward the expert's action
+        (``expert_bc_coef``) goes on to the end of its epochs, and without a pull the epochs stop (as PPO's)
     :param stats_window_size: Window size for the rollout logging
     :param tensorboard_log: the log location for tensorboard (if None, no logging)
     :param policy_kwargs: additional arguments to be passed to the policy on creation
@@ -539,12 +542,16 @@ class AggreVaTeD(SafeLoad, PPO):
                 terms = surrogate_terms(scores, idx, distribution, clip_range, self.action_space, self.device,
                                         weights.expert_bc_margin)  # fmt: skip
                 value_loss = F.mse_loss(rollout.returns[value_idx], values)
-                # the trust region guards the critic-driven update; cloning has a fixed target and may move further
-                if not imitate and kl_exceeded(terms.approx_kl.item(), self.target_kl):
-                    continue_training = False
+                # the trust region guards the critic-driven term; the pull toward the expert's action has a fixed
+                # target and goes on without it for the rest of the iteration (no pull: the epochs stop, as PPO's)
+                if not imitate and weights.policy > 0 and kl_exceeded(terms.approx_kl.item(), self.target_kl):
                     if self.verbose >= 1:
-                        print(f"Early stopping at epoch {epoch} due to reaching max kl: {terms.approx_kl.item():.3f}")
-                    break
+                        kept = "the pull goes on" if weights.expert_bc > 0 else "stopping"
+                        print(f"Max kl at epoch {epoch} ({terms.approx_kl.item():.3f}): the critic's term stops, {kept}")
+                    if weights.expert_bc <= 0:
+                        continue_training = False
+                        break
+                    weights = dataclasses.replace(weights, policy=0.0)
                 loss = weights.total(terms) + self.vf_coef * value_loss
                 if memory is not None:
                     memory_loss = memory_cloning_loss(self.policy, memory, self.batch_size, view, self.action_space)
