@@ -10,7 +10,7 @@ from gymnasium import spaces
 from stable_baselines3.common.env_util import make_vec_env
 
 from sb3ext.algos.aggrevated import AggreVaTeD, MatchedDAgger
-from sb3ext.algos.aggrevated.shaped_rl import ShapedReturns
+from sb3ext.algos.aggrevated.shaped_rl import ShapedReturns, rl_target_kl
 from sb3ext.experts import CallableExpert
 from tests.toy_experts import GaussianPolicyExpert
 
@@ -187,3 +187,28 @@ def test_shaped_scores_take_the_sampled_steps_in_the_roll_ins_order(dict_obs: bo
     assert scores.actions[0, :, 0].tolist() == [-10.0, -1.0, -21.0]
     assert scores.log_prob_old[0].tolist() == [-10.0, -1.0, -21.0]
     assert float(stats["rl_steps"]) == 3.0
+
+
+def test_the_reinforcement_terms_trust_region_shrinks_with_a_roll_in_smaller_than_a_minibatch() -> None:
+    """``target_kl`` is the trust region of a pass over ``batch_size`` states; the term's passes over one roll-in of
+    64 steps, with a ``batch_size`` of 640, stop at a tenth of it (checked before each step: a pass may end one step
+    past it). Without clipping, only the KL stop bounds a pass."""
+    assert rl_target_kl(0.5, 64, 640) == 0.05 and rl_target_kl(0.5, 1024, 256) == 0.5 and rl_target_kl(None, 64, 640) is None
+    learner = bandit_learner(rl_coef=1.0, expert_value=0.5)
+    learner.target_kl, learner.n_epochs, learner.batch_size = 0.5, 30, 640
+    learner.clip_range = lambda _: 10.0
+    moves: list[float] = []
+    reinforce = learner._reinforce
+
+    def measured(obs, *args, **kwargs):
+        with th.no_grad():
+            before = learner.policy.get_distribution(obs).distribution
+        reinforce(obs, *args, **kwargs)
+        with th.no_grad():
+            after = learner.policy.get_distribution(obs).distribution
+        moves.append(float(th.distributions.kl_divergence(before, after).sum(-1).mean()))
+
+    learner._reinforce = measured  # type: ignore[method-assign]
+    learner.learn(1600)
+    assert len(moves) >= 10, moves
+    assert max(moves) < 0.3, moves  # 0.13 here; with the limit at 0.5, the first pass moved the learner by 1.2

@@ -60,7 +60,7 @@ from sb3ext.algos.aggrevated.rollin import (
     observation_normalizer,
     start_from_expert_statistics,
 )
-from sb3ext.algos.aggrevated.shaped_rl import ShapedReturns, shaped_scores
+from sb3ext.algos.aggrevated.shaped_rl import ShapedReturns, rl_target_kl, shaped_scores
 from sb3ext.algos.loading import SafeLoad
 from sb3ext.common.expert_state import StateTracker, base_vec_env
 from sb3ext.common.ppo import actor_critic_parameters, kl_exceeded
@@ -132,7 +132,9 @@ class AggreVaTeD(SafeLoad, PPO):
         the learning rate. Off, with a warning, for a policy-only expert (no V*)
     :param target_kl: the trust region of the critic's term: once the approximate KL of an iteration exceeds
         ``1.5 * target_kl``, the term stops for that iteration; the pull toward the expert's action
-        (``expert_bc_coef``) goes on to the end of its epochs, and without a pull the epochs stop (as PPO's)
+        (``expert_bc_coef``) goes on to the end of its epochs, and without a pull the epochs stop (as PPO's). The
+        reinforcement term (``rl_coef``) learns from one roll-in: where it has fewer steps than ``batch_size``, its
+        limit shrinks in proportion (``shaped_rl.rl_target_kl``)
     :param stats_window_size: Window size for the rollout logging
     :param tensorboard_log: the log location for tensorboard (if None, no logging)
     :param policy_kwargs: additional arguments to be passed to the policy on creation
@@ -600,8 +602,9 @@ class AggreVaTeD(SafeLoad, PPO):
         groups: Sequence[list[th.nn.Parameter]], log_std_floor: th.Tensor | None,
     ) -> None:  # fmt: skip
         """The reinforcement term's own passes (``rl_coef``), before the imitation's: ``n_epochs`` over the learner's
-        sampled roll-in steps in minibatches of ``batch_size``, as PPO makes them, with the bound penalty and the KL
-        stop, at ``step_scale`` times the learning rate. They have their own Adam over the actor (``groups``): in the
+        sampled roll-in steps in minibatches of ``batch_size``, as PPO makes them, with the bound penalty and a KL
+        stop of their own (:func:`~sb3ext.algos.aggrevated.shaped_rl.rl_target_kl`), at ``step_scale`` times the
+        learning rate. They have their own Adam over the actor (``groups``): in the
         imitation's, their momentum carried on through the imitation's steps (tens of them, about ten times the
         term's own move, even with the imitation's loss weighted 0)."""
         if self._rl_optimizer is None:
@@ -609,13 +612,14 @@ class AggreVaTeD(SafeLoad, PPO):
         for group in self._rl_optimizer.param_groups:
             group["lr"] = self.lr_schedule(self._current_progress_remaining) * step_scale
         n_samples = batch_size_of(obs)
+        target_kl = rl_target_kl(self.target_kl, self.n_steps * self.n_envs, self.batch_size)
         for epoch in range(self.n_epochs):
             permutation = th.randperm(n_samples, device=self.device)
             for start in range(0, n_samples, self.batch_size):
                 idx = permutation[start : start + self.batch_size]
                 distribution = self.policy.get_distribution(select(obs, idx))
                 terms = surrogate_terms(scores, idx, distribution, clip_range, self.action_space, self.device)
-                if kl_exceeded(terms.approx_kl.item(), self.target_kl):
+                if kl_exceeded(terms.approx_kl.item(), target_kl):
                     if self.verbose >= 1:
                         print(f"Early stopping the reinforcement term at epoch {epoch}: max kl {terms.approx_kl.item():.3f}")
                     return
