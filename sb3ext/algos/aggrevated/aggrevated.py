@@ -604,9 +604,9 @@ class AggreVaTeD(SafeLoad, PPO):
         """The reinforcement term's own passes (``rl_coef``), before the imitation's: ``n_epochs`` over the learner's
         sampled roll-in steps in minibatches of ``batch_size``, as PPO makes them, with the bound penalty and a KL
         stop of their own (:func:`~sb3ext.algos.aggrevated.shaped_rl.rl_target_kl`), at ``step_scale`` times the
-        learning rate. They have their own Adam over the actor (``groups``): in the
-        imitation's, their momentum carried on through the imitation's steps (tens of them, about ten times the
-        term's own move, even with the imitation's loss weighted 0)."""
+        learning rate. They have their own Adam over the actor (``groups``): in the imitation's, their momentum
+        carried on through the imitation's steps (tens of them, about ten times the term's own move, even with the
+        imitation's loss weighted 0)."""
         if self._rl_optimizer is None:
             self._rl_optimizer = self.policy.optimizer_class(groups[0], lr=1.0, **self.policy.optimizer_kwargs)  # type: ignore[call-arg]
         for group in self._rl_optimizer.param_groups:
