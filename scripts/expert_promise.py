@@ -21,19 +21,19 @@ from sb3ext.algos.aggrevated.rollin import PromisedReturns, promised_values
 from sb3ext.experts import POLICY_ONLY, load_expert
 
 
-def promise_and_return(expert, env, seed: int) -> tuple[float, float, float, int]:
-    """V*(s0), the discounted return (expert's scale), the env's return and the length of one seeded episode."""
+def run_episode(expert, env, seed: int, tracker: PromisedReturns) -> tuple[float, int]:
+    """One seeded deterministic episode of the expert, tracked as the roll-in tracks its episodes (V*(s0) and the
+    discounted return in the expert's reward scale, appended to ``tracker.finished``); the env's return and length."""
     obs, _ = env.reset(seed=seed)
-    promised = float(np.asarray(promised_values(expert, expert.normalize_obs(obs[None]))).reshape(-1)[0])
-    discounted, discount, total, steps, done = 0.0, 1.0, 0.0, 0, False
+    tracker.start(np.array([True]), promised_values(expert, expert.normalize_obs(obs[None])).reshape(-1))
+    total, steps, done = 0.0, 0, False
     while not done:
         obs, reward, terminated, truncated, _ = env.step(expert.act(expert.normalize_obs(obs[None]))[0])
-        discounted += discount * float(expert.normalize_reward(np.array([reward]))[0])
-        discount *= expert.gamma
+        done = terminated or truncated
+        tracker.step(expert.normalize_reward(np.array([reward], dtype=np.float64)), np.array([done]))
         total += float(reward)
         steps += 1
-        done = terminated or truncated
-    return promised, discounted, total, steps
+    return total, steps
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -49,8 +49,8 @@ def main(argv: list[str] | None = None) -> int:
     env = expert.make_env(args.env)
     tracker = PromisedReturns(1, expert.gamma, episodes=args.episodes)
     for episode in range(args.episodes):
-        promised, discounted, total, steps = promise_and_return(expert, env, args.seed + episode)
-        tracker.finished.append((promised, discounted))
+        total, steps = run_episode(expert, env, args.seed + episode, tracker)
+        promised, discounted = tracker.finished[-1]
         print(f"seed {args.seed + episode}: V*(s0) {promised:.2f}, discounted return {discounted:.2f} "
               f"(return {total:.0f} in {steps} steps)")  # fmt: skip
     shortfall = tracker.shortfall()
