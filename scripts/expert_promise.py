@@ -14,14 +14,15 @@ from __future__ import annotations
 
 import argparse
 
+import gymnasium as gym
 import numpy as np
 
 import sb3ext.envs  # noqa: F401  (registers the sb3ext/ envs)
 from sb3ext.algos.aggrevated.rollin import PromisedReturns, promised_values
-from sb3ext.experts import POLICY_ONLY, load_expert
+from sb3ext.experts import POLICY_ONLY, Expert, load_expert
 
 
-def run_episode(expert, env, seed: int, tracker: PromisedReturns) -> tuple[float, int]:
+def run_episode(expert: Expert, env: gym.Env, seed: int, tracker: PromisedReturns) -> tuple[float, int]:
     """One seeded deterministic episode of the expert, tracked as the roll-in tracks its episodes (V*(s0) and the
     discounted return in the expert's reward scale, appended to ``tracker.finished``); the env's return and length."""
     obs, _ = env.reset(seed=seed)
