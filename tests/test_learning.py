@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from rl_zoo3.utils import linear_schedule
 from stable_baselines3.common.env_util import make_vec_env
 from stable_baselines3.common.evaluation import evaluate_policy
 
@@ -115,6 +116,8 @@ def mujoco_return(
     entry = default_hyperparams(env_id)
     hyperparams = {k: v for k, v in entry.items() if k not in ZOO_KEYS}
     hyperparams["policy_kwargs"] = eval(hyperparams["policy_kwargs"], {"dict": dict})  # the zoo's "dict(...)" string
+    if str(hyperparams["learning_rate"]).startswith("lin_"):  # the zoo's linear decay, as its ExperimentManager reads it
+        hyperparams["learning_rate"] = linear_schedule(float(hyperparams["learning_rate"][len("lin_") :]))
     env = VecNormalize(make_vec_env(env_id, n_envs=entry["n_envs"], seed=seed), norm_reward=False)
     model = AggreVaTeD("MlpPolicy", env, expert=shared_expert(expert), seed=seed, **hyperparams)
 
