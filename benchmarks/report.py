@@ -22,6 +22,7 @@ COLORS = ["tab:blue", "tab:red", "tab:gray", "tab:brown", "tab:orange", "tab:pur
 LABELS = {
     "aggrevated": "AggreVaTeD",
     "aggrevated_imitation": "AggreVaTeD, rl_coef 0 (imitation only)",
+    "aggrevated_rl": "AggreVaTeD + rl_coef 1",
     "dagger": "DAgger (matched)",
     "imitation_dagger": "imitation DAgger",
     "imitation_bc": "imitation BC",
