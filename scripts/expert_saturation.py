@@ -1,6 +1,6 @@
 """How bang-bang an expert is, and what its saturated torques cost it, on the harness's seeded episodes.
 
-    python scripts/expert_saturation.py ../shared/experts/ppo/BipedalWalker-v3_1 BipedalWalker-v3 --limits 1 0.9 0.8
+    python -m scripts.expert_saturation ../shared/experts/ppo/BipedalWalker-v3_1 BipedalWalker-v3 --limits 1 0.9 0.8
 
 Prints the share of the expert's own steps with its action at a bound of the action box (per dimension), then its
 mean return when its actions are clipped to ``±limit`` times the box's half range (1: as it is), on the same
