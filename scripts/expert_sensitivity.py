@@ -9,9 +9,9 @@ copy), so it errs as a clone does: systematically, state by state, not by fresh 
 prints the mean absolute gap between its deterministic actions and the expert's on the states it visits, and its mean
 return on the benchmark harness's episodes (``--episodes`` from seed ``--seed``); for each scale, how many copies
 reach the harness's threshold (90% of the way from a uniformly random policy to the expert). With ``--learner`` (a
-saved learner; its ``rl_model_vecnormalize_<N>_steps.pkl`` beside it, if any), the same for the learner: its gap
-then says how often a copy that close holds the threshold: near 100% for an expert whose return is smooth in its
-actions, near 50% for one on a knife edge, which only a learner past it can hold.
+zoo checkpoint or final model, with its VecNormalize statistics where the zoo saves them), the same for the learner:
+its gap then says how often a copy that close holds the threshold: near 100% for an expert whose return is smooth in
+its actions, near 50% for one on a knife edge, which only a learner past it can hold.
 The `aggrevated` history page (2026-11-29, fourth) used it.
 """
 
@@ -56,8 +56,9 @@ def perturb(expert: Expert, original: dict[str, th.Tensor], scale: float, seed: 
 
 
 def saved_learner(path: Path, algo: str, env_id: str, make: Any) -> NormalizedLearner:
-    """A saved learner of the zoo's ``algo`` acting on raw observations, through the VecNormalize statistics
-    saved beside it (``rl_model_vecnormalize_<N>_steps.pkl`` for ``rl_model_<N>_steps.zip``) where there are any."""
+    """A saved learner of the zoo's ``algo`` acting on raw observations, through the VecNormalize statistics saved
+    beside it where there are any: ``rl_model_vecnormalize_<N>_steps.pkl`` for a checkpoint ``rl_model_<N>_steps.zip``,
+    ``<env>/vecnormalize.pkl`` for the zoo's final ``<env>.zip``."""
     from rl_zoo3 import ALGOS  # sb3ext's plug-in registers its algorithms in it
     from stable_baselines3.common.env_util import make_vec_env
     from stable_baselines3.common.vec_env import VecNormalize
@@ -68,6 +69,8 @@ def saved_learner(path: Path, algo: str, env_id: str, make: Any) -> NormalizedLe
         raise SystemExit(f"--algo {algo!r}: not one of the zoo's algorithms ({', '.join(sorted(ALGOS))})")
     model = ALGOS[algo].load(path, device="cpu")
     stats = path.with_name(path.name.replace("rl_model_", "rl_model_vecnormalize_").replace(".zip", ".pkl"))
+    if not stats.exists():  # the zoo's final model: <env>.zip, its statistics in <env>/vecnormalize.pkl
+        stats = path.with_suffix("") / "vecnormalize.pkl"
     norm = VecNormalize.load(str(stats), make_vec_env(lambda: make(env_id), n_envs=1)) if stats.exists() else None
     if norm is not None:
         norm.training = False

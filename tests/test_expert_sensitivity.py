@@ -6,7 +6,9 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
+import gymnasium as gym
 import numpy as np
 from stable_baselines3.common.env_util import make_vec_env
 from stable_baselines3.common.vec_env import VecNormalize
@@ -14,7 +16,7 @@ from stable_baselines3.common.vec_env import VecNormalize
 from sb3ext.algos.aggrevated import AggreVaTeD
 from sb3ext.demo import EMBEDDED_EXPERT
 from sb3ext.experts import load_expert
-from scripts.expert_sensitivity import GapRecorder, perturb
+from scripts.expert_sensitivity import GapRecorder, perturb, saved_learner
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -62,3 +64,21 @@ def test_the_script_counts_the_copies_that_hold_the_threshold_and_measures_a_sav
     assert "2 of 2 copies at or above the threshold" in next(line for line in lines if line.startswith("scale 0:"))
     wrecked = [line.split(" | ") for line in lines if line.startswith("3 | ")]
     assert all(float(row[2]) > 0.05 for row in wrecked), done.stdout  # weights scrambled: another controller
+
+
+def test_a_saved_learner_finds_its_statistics_as_the_zoo_saves_them(tmp_path: Path) -> None:
+    venv = VecNormalize(make_vec_env("Pendulum-v1", n_envs=1, seed=0), norm_reward=False)
+    model = AggreVaTeD("MlpPolicy", venv, expert=str(EMBEDDED_EXPERT), n_steps=64, batch_size=64, n_epochs=1, seed=0)
+    model.save(tmp_path / "rl_model_64_steps.zip")  # a checkpoint: the statistics beside it
+    venv.save(str(tmp_path / "rl_model_vecnormalize_64_steps.pkl"))
+    model.save(tmp_path / "Pendulum-v1.zip")  # the final model: the statistics in <env>/vecnormalize.pkl
+    (tmp_path / "Pendulum-v1").mkdir()
+    venv.save(str(tmp_path / "Pendulum-v1" / "vecnormalize.pkl"))
+    model.save(tmp_path / "bare.zip")  # no statistics: raw observations
+
+    def make(env_id: str) -> Any:
+        return gym.make(env_id)
+
+    assert saved_learner(tmp_path / "rl_model_64_steps.zip", "aggrevated", "Pendulum-v1", make).norm is not None
+    assert saved_learner(tmp_path / "Pendulum-v1.zip", "aggrevated", "Pendulum-v1", make).norm is not None
+    assert saved_learner(tmp_path / "bare.zip", "aggrevated", "Pendulum-v1", make).norm is None
