@@ -31,10 +31,10 @@ from sb3ext.experts import Expert, load_expert
 
 
 class GapRecorder:
-    """Acts as ``copy`` and records the mean absolute gap of its actions to ``reference``'s on the same raw
-    observations (``predict``, as :func:`episode_returns` calls it)."""
+    """Acts as ``copy`` (an expert's copy or a saved learner: anything with SB3's ``predict`` on raw observations)
+    and records the mean absolute gap of its actions to ``reference``'s on the same observations."""
 
-    def __init__(self, copy: Expert, reference: Expert):
+    def __init__(self, copy: Any, reference: Expert):
         self.copy, self.reference = copy, reference
         self.gaps: list[float] = []
 
@@ -116,8 +116,8 @@ def main() -> None:
             gaps.append(float(np.mean(recorder.gaps)))
             print(f"{scale:g} | {index} | {gaps[-1]:.4f} | {means[-1]:.1f}", flush=True)
         held = sum(mean >= threshold for mean in means)
-        print(f"scale {scale:g}: action gap {min(gaps):.4f}-{max(gaps):.4f} (median {np.median(gaps):.4f}); return "
-              f"{min(means):.1f}-{max(means):.1f}; {held} of {args.copies} copies at or above the threshold")  # fmt: skip
+        print(f"scale {scale:g}: action gap {min(gaps):.4f} to {max(gaps):.4f} (median {np.median(gaps):.4f}); return "
+              f"{min(means):.1f} to {max(means):.1f}; {held} of {args.copies} copies at or above the threshold")  # fmt: skip
 
 
 if __name__ == "__main__":
