@@ -243,13 +243,25 @@ class NormalizedLearner:
         return self.model.predict(self.norm.normalize_obs(obs) if self.norm is not None else obs, deterministic=True)
 
 
-def evaluate_checkpoints(job: Job, folder: Path, started: float) -> dict[str, Any]:
-    """Every checkpoint's mean return on the suite's seeded deterministic episodes, appended to ``eval.json`` as it
-    is measured (a crash keeps the ones done); the wall-clock from the start of training to each checkpoint file."""
+def load_saved_learner(path: Path, algo: str, env_id: str, make_env: Callable[[str], gym.Env]) -> NormalizedLearner:
+    """A saved learner of the zoo's ``algo`` with the VecNormalize statistics the zoo saves beside it, if any:
+    ``rl_model_vecnormalize_<N>_steps.pkl`` for a checkpoint ``rl_model_<N>_steps.zip``, ``<env>/vecnormalize.pkl``
+    for the zoo's final ``<env>.zip``."""
     from rl_zoo3 import ALGOS  # sb3ext's plug-in registers its algorithms in it
     from stable_baselines3.common.env_util import make_vec_env
     from stable_baselines3.common.vec_env import VecNormalize
 
+    model = ALGOS[algo].load(path, device="cpu")
+    stats = path.with_name(path.name.replace("rl_model_", "rl_model_vecnormalize_").replace(".zip", ".pkl"))
+    if not stats.exists():
+        stats = path.with_suffix("") / "vecnormalize.pkl"
+    norm = VecNormalize.load(str(stats), make_vec_env(lambda: make_env(env_id), n_envs=1)) if stats.exists() else None
+    return NormalizedLearner(model, norm)
+
+
+def evaluate_checkpoints(job: Job, folder: Path, started: float) -> dict[str, Any]:
+    """Every checkpoint's mean return on the suite's seeded deterministic episodes, appended to ``eval.json`` as it
+    is measured (a crash keeps the ones done); the wall-clock from the start of training to each checkpoint file."""
     from sb3ext.callbacks import episode_returns
 
     cache = folder / "eval.json"
@@ -262,11 +274,7 @@ def evaluate_checkpoints(job: Job, folder: Path, started: float) -> dict[str, An
         steps = int(checkpoint.stem.split("_")[2])
         if steps in done:
             continue
-        model = ALGOS[job.method.algo].load(checkpoint, device="cpu")
-        stats = checkpoint.parent / f"rl_model_vecnormalize_{steps}_steps.pkl"
-        venv = make_vec_env(lambda: make_env(job.task.env), n_envs=1)
-        norm = VecNormalize.load(str(stats), venv) if stats.exists() else None
-        learner = NormalizedLearner(model, norm)
+        learner = load_saved_learner(checkpoint, job.method.algo, job.task.env, make_env)
         returns = episode_returns(job.task.env, learner, job.suite.episodes, job.suite.eval_seed, make_env, frame_stack)[0]
         done[steps] = {"steps": steps, "return": float(np.mean(returns)), "wall_s": checkpoint.stat().st_mtime - started}
         with open(cache, "a") as handle:

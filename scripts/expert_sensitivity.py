@@ -23,9 +23,10 @@ from typing import Any
 
 import numpy as np
 import torch as th
+from rl_zoo3 import ALGOS  # sb3ext's plug-in registers its algorithms in it
 
 from benchmarks.games import scored_env
-from benchmarks.runs import NormalizedLearner
+from benchmarks.runs import load_saved_learner
 from sb3ext.callbacks.evaluation import episode_returns
 from sb3ext.experts import Expert, load_expert
 
@@ -55,28 +56,6 @@ def perturb(expert: Expert, original: dict[str, th.Tensor], scale: float, seed: 
                 param.copy_(original[name] * (1 + scale * noise))
 
 
-def saved_learner(path: Path, algo: str, env_id: str, make: Any) -> NormalizedLearner:
-    """A saved learner of the zoo's ``algo`` acting on raw observations, through the VecNormalize statistics saved
-    beside it where there are any: ``rl_model_vecnormalize_<N>_steps.pkl`` for a checkpoint ``rl_model_<N>_steps.zip``,
-    ``<env>/vecnormalize.pkl`` for the zoo's final ``<env>.zip``."""
-    from rl_zoo3 import ALGOS  # sb3ext's plug-in registers its algorithms in it
-    from stable_baselines3.common.env_util import make_vec_env
-    from stable_baselines3.common.vec_env import VecNormalize
-
-    if not path.is_file():
-        raise SystemExit(f"--learner {path}: no such file")
-    if algo not in ALGOS:
-        raise SystemExit(f"--algo {algo!r}: not one of the zoo's algorithms ({', '.join(sorted(ALGOS))})")
-    model = ALGOS[algo].load(path, device="cpu")
-    stats = path.with_name(path.name.replace("rl_model_", "rl_model_vecnormalize_").replace(".zip", ".pkl"))
-    if not stats.exists():  # the zoo's final model: <env>.zip, its statistics in <env>/vecnormalize.pkl
-        stats = path.with_suffix("") / "vecnormalize.pkl"
-    norm = VecNormalize.load(str(stats), make_vec_env(lambda: make(env_id), n_envs=1)) if stats.exists() else None
-    if norm is not None:
-        norm.training = False
-    return NormalizedLearner(model, norm)
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("expert", help="a zoo folder or .zip")
@@ -90,6 +69,10 @@ def main() -> None:
     args = parser.parse_args()
     if args.copies < 1 or args.episodes < 1:
         parser.error("--copies and --episodes must be at least 1")
+    if args.learner is not None and not args.learner.is_file():
+        parser.error(f"--learner {args.learner}: no such file")
+    if args.algo not in ALGOS:
+        parser.error(f"--algo {args.algo!r}: not one of the zoo's algorithms ({', '.join(sorted(ALGOS))})")
     reference = load_expert(args.expert, env_id=args.env)
     copy = load_expert(args.expert, env_id=args.env)
     original = {name: value.clone() for name, value in copy.policy.state_dict().items()}
@@ -103,7 +86,7 @@ def main() -> None:
     print(f"{args.expert} on {args.env}: expert {expert_mean:.1f}, random {random_mean:.1f}, threshold {threshold:.1f} "
           f"({args.episodes} episodes from seed {args.seed})")  # fmt: skip
     if args.learner is not None:
-        recorder = GapRecorder(saved_learner(args.learner, args.algo, args.env, make), reference)
+        recorder = GapRecorder(load_saved_learner(args.learner, args.algo, args.env, make), reference)
         mean = float(np.mean(episode_returns(args.env, recorder, args.episodes, args.seed, make)[0]))
         print(f"learner {args.learner}: action gap {np.mean(recorder.gaps):.4f}, return {mean:.1f}")
     print("scale | copy | action gap | return")

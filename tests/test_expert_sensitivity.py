@@ -13,10 +13,11 @@ import numpy as np
 from stable_baselines3.common.env_util import make_vec_env
 from stable_baselines3.common.vec_env import VecNormalize
 
+from benchmarks.runs import load_saved_learner
 from sb3ext.algos.aggrevated import AggreVaTeD
 from sb3ext.demo import EMBEDDED_EXPERT
 from sb3ext.experts import load_expert
-from scripts.expert_sensitivity import GapRecorder, perturb, saved_learner
+from scripts.expert_sensitivity import GapRecorder, perturb
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -43,7 +44,7 @@ def test_perturb_scales_each_weight_from_the_original_and_the_recorder_measures_
     assert all(np.allclose(copy.policy.state_dict()[n].numpy(), state[n].numpy()) for n in state)
 
 
-def test_the_script_counts_the_copies_that_hold_the_threshold_and_measures_a_saved_learner(tmp_path: Path) -> None:
+def test_the_script_counts_the_copies_that_hold_the_threshold_and_measures_a_load_saved_learner(tmp_path: Path) -> None:
     venv = VecNormalize(make_vec_env("Pendulum-v1", n_envs=2, seed=0), norm_reward=False)
     model = AggreVaTeD("MlpPolicy", venv, expert=str(EMBEDDED_EXPERT), n_steps=64, batch_size=64, n_epochs=1, seed=0)
     model.learn(128)
@@ -79,6 +80,6 @@ def test_a_saved_learner_finds_its_statistics_as_the_zoo_saves_them(tmp_path: Pa
     def make(env_id: str) -> Any:
         return gym.make(env_id)
 
-    assert saved_learner(tmp_path / "rl_model_64_steps.zip", "aggrevated", "Pendulum-v1", make).norm is not None
-    assert saved_learner(tmp_path / "Pendulum-v1.zip", "aggrevated", "Pendulum-v1", make).norm is not None
-    assert saved_learner(tmp_path / "bare.zip", "aggrevated", "Pendulum-v1", make).norm is None
+    assert load_saved_learner(tmp_path / "rl_model_64_steps.zip", "aggrevated", "Pendulum-v1", make).norm is not None
+    assert load_saved_learner(tmp_path / "Pendulum-v1.zip", "aggrevated", "Pendulum-v1", make).norm is not None
+    assert load_saved_learner(tmp_path / "bare.zip", "aggrevated", "Pendulum-v1", make).norm is None
