@@ -611,8 +611,6 @@ def test_mismatched_mujoco_expert_names_both_envs() -> None:
 @pytest.mark.parametrize(
     "folder,env_id,fits",
     [
-        ("a2c/Ant-v3_1", "Ant-v5", "Ant-v4 with {'use_contact_forces': True} (env kwargs: --env-kwargs, or env_kwargs in"),
-        ("ppo/Ant-v3_1", "Ant-v4", "Ant-v4 with {'use_contact_forces': True}"),  # through its TimeFeatureWrapper
         ("a2c/Humanoid-v3_1", "Humanoid-v5", "Humanoid-v4"),
     ],
 )
@@ -624,7 +622,7 @@ def test_a_zoo_v3_expert_on_the_wrong_layout_names_the_version_and_kwargs_that_f
     env = gym.make(env_id)
     with pytest.raises(ValueError, match=re.escape(f"not {env_id}; its observations fit {fits}")):
         expert.check_spaces(env.observation_space, env.action_space, env_id)
-    fitting = gym.make(*fits.split(" with ")[:1], **({"use_contact_forces": True} if "contact" in fits else {}))
+    fitting = gym.make(fits)
     for wrapper, kwargs in expert.wrapper_classes():
         fitting = wrapper(fitting, **kwargs)
     expert.check_spaces(fitting.observation_space, fitting.action_space, fitting.spec.id)  # the hint is right
@@ -668,5 +666,6 @@ def test_every_shared_expert_acts_exactly_as_its_trusted_load(folder: str) -> No
         assert folder.startswith("ars/") and "action_net" in str(exc), exc
         return
     reference = Expert(trusted, source="trusted", normalization=expert.normalization)
+    reference.adapter = expert.adapter  # the same view of the env (the zoo's Ant experts: zero contact forces)
     states = np.random.default_rng(0).normal(size=(32, *expert.observation_space.shape)).astype(np.float32)
     np.testing.assert_array_equal(expert.predict(states)[0], reference.predict(states)[0])

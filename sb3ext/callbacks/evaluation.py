@@ -22,6 +22,7 @@ from stable_baselines3.common.vec_env.stacked_observations import StackedObserva
 
 from sb3ext.common.expert_state import STATE_KEY
 from sb3ext.experts import Expert, load_expert
+from sb3ext.experts.recorded import check_recorded_level
 
 
 class StackedFrames(gym.ObservationWrapper):
@@ -88,6 +89,8 @@ def episode_returns(
         returns.append(total)
         lengths.append(length)
     env.close()
+    if isinstance(policy, Expert):  # expert-driven episodes: does it hold the level it recorded where it was trained?
+        check_recorded_level(policy, returns, env_id)
     return np.asarray(returns), np.asarray(lengths)
 
 

@@ -43,6 +43,7 @@ from stable_baselines3.common.base_class import BaseAlgorithm
 from stable_baselines3.common.policies import ActorCriticPolicy
 
 from sb3ext.common.serialization import LiteralTooComplex, UnsafeObjectError, safe_literal_eval
+from sb3ext.experts.adapters import observation_adapter
 from sb3ext.experts.building import (
     Normalization,
     algo_of,
@@ -52,6 +53,7 @@ from sb3ext.experts.building import (
     trusted_load,
 )
 from sb3ext.experts.checkpoint import is_within
+from sb3ext.experts.recorded import RecordedLevel, read_record
 from sb3ext.experts.references import (
     ExpertReference,
     check_sha256,
@@ -83,6 +85,8 @@ class ExpertFiles:
     model: Path
     config: Path | None = None
     vecnormalize: Path | None = None
+    #: its own recorded evaluations: the zoo's ``evaluations.npz`` or a Hub model card (:mod:`sb3ext.experts.recorded`)
+    record: Path | None = None
 
 
 def find_expert_files(reference: str | os.PathLike[str], env_id: str | None = None) -> ExpertFiles:
@@ -123,17 +127,18 @@ def find_expert_files(reference: str | os.PathLike[str], env_id: str | None = No
         model=model,
         config=first(folder / stem / "config.yml", folder / "config.yml"),
         vecnormalize=first(folder / stem / "vecnormalize.pkl", folder / "vec_normalize.pkl", folder / "vecnormalize.pkl"),
+        record=first(folder / "evaluations.npz"),
     )
     if path.is_dir():
         check_inside(files, path)
     else:  # a zip named directly: its own location is the user's choice, its companions must lie beside it
-        check_inside(ExpertFiles(model=folder, config=files.config, vecnormalize=files.vecnormalize), folder)
+        check_inside(ExpertFiles(folder, files.config, files.vecnormalize, files.record), folder)
     return files
 
 
 def check_inside(files: ExpertFiles, root: Path) -> None:
     """Refuse, before reading it, any expert file that resolves (through symlinks) outside ``root``."""
-    for name in ("model", "config", "vecnormalize"):
+    for name in ("model", "config", "vecnormalize", "record"):
         file = getattr(files, name)
         if file is not None and not is_within(file, root):
             raise UnsafeObjectError(
@@ -231,9 +236,7 @@ def fitting_layouts(expert: Expert, limit: int = 3) -> list[str]:
                 env = expert.make_env(env_id, **kwargs)
             except Exception:  # a candidate that cannot be built does not fit
                 continue
-            fits = spaces_match(expert.observation_space, env.observation_space, within=True) and spaces_match(
-                expert.action_space, env.action_space
-            )
+            fits = expert.fits(env.observation_space) and spaces_match(expert.action_space, env.action_space)
             env.close()
             if fits:
                 found.append(env_id + (f" with {kwargs}" if kwargs else ""))
@@ -251,6 +254,7 @@ class Expert:
     :param config: the zoo hyperparameters it was trained with (``config.yml``), if known
     :param normalization: frozen statistics of its ``VecNormalize``, if it was trained with one
     :param env_id: the id of the env it was trained on (from the zoo's file or Hub naming), if known
+    :param recorded: its own recorded level where it was trained (:mod:`sb3ext.experts.recorded`), if known
     """
 
     env_id: str | None = None
@@ -262,9 +266,11 @@ class Expert:
         config: dict[str, Any] | None = None,
         normalization: Normalization | None = None,
         env_id: str | None = None,
+        recorded: RecordedLevel | None = None,
     ):
         self.model = model
         self.env_id = env_id
+        self.recorded = recorded
         # Any: its critic / q_net / quantile_net depend on the algorithm (checked in ``kind``)
         self.policy: Any = model.policy
         self.policy.set_training_mode(False)
@@ -285,6 +291,8 @@ class Expert:
             self.kind = VALUE_ONLY
         else:  # ARS: a deterministic policy, no critic
             self.kind = POLICY_ONLY
+        #: rebuilds the observations it was trained on from the current env's (None: it reads them as they are)
+        self.adapter = observation_adapter(env_id, self.observation_space)
 
     # ------------------------------------------------------------------ description
     @property
@@ -358,6 +366,14 @@ class Expert:
     def __repr__(self) -> str:
         return f"Expert({self.algo_name}, {self.kind}, source={self.source!r})"
 
+    def view_space(self, observation_space: spaces.Space) -> spaces.Space:
+        """The observation space the expert sees of an env's (its :attr:`adapter` applied)."""
+        return observation_space if self.adapter is None else self.adapter.space(observation_space)
+
+    def fits(self, observation_space: spaces.Space) -> bool:
+        """Whether the expert can read this env's observations (through its :attr:`adapter`)."""
+        return spaces_match(self.observation_space, self.view_space(observation_space), within=True)
+
     def check_spaces(self, observation_space: spaces.Space, action_space: spaces.Space, env_id: str | None = None) -> None:
         """Raise ``ValueError`` naming both spaces if the expert cannot act in this environment.
 
@@ -367,7 +383,7 @@ class Expert:
         # the zoo writes "/" and ":" of an env id as "-" in file and Hub names (sb3ext/X-v0 -> sb3ext-X-v0.zip)
         other_version = bool(env_id and self.env_id and _id_key(env_id) != _id_key(self.env_id))
         for what, mine, theirs in (
-            ("observation", self.observation_space, observation_space),
+            ("observation", self.observation_space, self.view_space(observation_space)),
             ("action", self.action_space, action_space),
         ):
             if not spaces_match(mine, theirs, within=what == "observation"):
@@ -388,6 +404,14 @@ class Expert:
                 )
         if other_version and env_id and (self.source, env_id) not in _WARNED_OTHER_ENV:
             _WARNED_OTHER_ENV.add((self.source, env_id))
+            if self.adapter is not None:
+                warnings.warn(
+                    f"Expert {self.source} was trained on {self.env_id} and now acts on {env_id}; it sees "
+                    f"{self.adapter.describe()}",
+                    UserWarning,
+                    stacklevel=2,
+                )
+                return
             warnings.warn(
                 f"Expert {self.source} was trained on {self.env_id} and now acts on {env_id}. Its observation space "
                 f"{describe_space(self.observation_space)} and action space {describe_space(self.action_space)} match "
@@ -399,7 +423,10 @@ class Expert:
 
     # ------------------------------------------------------------------ queries
     def normalize_obs(self, obs: np.ndarray) -> np.ndarray:
-        """Apply the expert's frozen observation normalisation (identity if it had none; frames stay ``uint8``)."""
+        """The expert's view of env observations: its :attr:`adapter` (if any), then its frozen observation
+        normalisation (identity if it had none; frames stay ``uint8``)."""
+        if self.adapter is not None:
+            obs = self.adapter(obs)
         norm = self.normalization
         if norm is None or norm.obs_rms is None:
             return np.asarray(obs, dtype=self.obs_dtype)
@@ -600,6 +627,8 @@ class CallableExpert(Expert):
         self.config = {}
         self.normalization = None
         self.env_id = None
+        self.recorded = None
+        self.adapter = None
         self.algo_name = "callable"
         self.observation_space = observation_space
         self.action_space = action_space
@@ -679,7 +708,18 @@ def load_expert(
         raise ValueError(f"Expert {files.model} was trained with `normalize` but its vecnormalize.pkl is missing")
     source = str(ref) if ref.is_hub else str(files.model)
     trained_on = trained_env_id(files.model, ref.location if ref.is_hub else None)  # type: ignore[arg-type]
-    return Expert(model, source=source, config=config, normalization=normalization, env_id=trained_on)
+    return Expert(model, source, config, normalization, trained_on, _recorded_level(files.record))
+
+
+def _recorded_level(path: Path | None) -> RecordedLevel | None:
+    """The expert's recorded level; a record that cannot be read is told and skipped (the model is loaded anyway)."""
+    try:
+        return read_record(path)
+    except (ValueError, OSError) as exc:
+        warnings.warn(
+            f"{path}: its recorded evaluations were not read ({exc}); the expert's level is not checked", stacklevel=3
+        )
+        return None
 
 
 def _expert_files(ref: ExpertReference, env_id: str | None) -> ExpertFiles:
@@ -688,6 +728,7 @@ def _expert_files(ref: ExpertReference, env_id: str | None) -> ExpertFiles:
             model=download(ref.location, hub_model_filename(ref.location), ref.revision, required=True),  # type: ignore[arg-type]
             config=download(ref.location, "config.yml", ref.revision, required=False),
             vecnormalize=download(ref.location, "vec_normalize.pkl", ref.revision, required=False),
+            record=download(ref.location, "README.md", ref.revision, required=False),
         )
         check_inside(files, hub_repo_cache(ref.location))
         return files

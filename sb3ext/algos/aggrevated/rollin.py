@@ -24,7 +24,7 @@ from sb3ext.algos.aggrevated.buffers import ExpertActionMemory, StateAggregation
 from sb3ext.algos.aggrevated.shaped_rl import ShapedReturns
 from sb3ext.common.expert_state import STATE_KEY, StateTracker, state_space_of, vec_env_chain
 from sb3ext.experts import POLICY_ONLY, Q_CONTINUOUS, Q_DISCRETE, VALUE_ONLY, Expert
-from sb3ext.experts.expert import describe_space, spaces_match
+from sb3ext.experts.expert import describe_space
 
 
 class PromisedReturns:
@@ -109,10 +109,10 @@ def expert_reads_state(
     observation only, so a pixel learner with a state expert is told apart by the spaces alone.
     """
     state_space = state_space_of(env)
-    if state_space is None or spaces_match(expert.observation_space, observation_space, within=True):
+    if state_space is None or expert.fits(observation_space):
         expert.check_spaces(observation_space, action_space, env_id)  # raises, with hints, when it does not fit
         return False
-    if spaces_match(expert.observation_space, state_space, within=True):
+    if expert.fits(state_space):
         expert.check_spaces(state_space, action_space)  # trained on the state twin of this env, as intended: no warning
         return True
     raise ValueError(
