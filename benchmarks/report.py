@@ -198,6 +198,43 @@ def summary_table(suite: Suite, refs: dict[str, dict[str, Any]], results: dict[s
     return lines
 
 
+def recorded_level(task: Task, work: Path) -> Any:
+    """The task's expert's own recorded level (``sb3ext.experts.recorded``), None where it has none."""
+    from sb3ext.experts import find_expert_files
+    from sb3ext.experts.recorded import read_record
+
+    try:
+        reference = task.expert_reference(work)
+        return (
+            None if reference is None or reference.startswith("shipped:") else read_record(find_expert_files(reference).record)
+        )
+    except (ValueError, OSError):
+        return None
+
+
+def experts_table(suite: Suite, refs: dict[str, dict[str, Any]], work: Path) -> list[str]:
+    """Each task's expert: its recorded level where it was trained and its score here (they differ where the gap
+    exceeds the recorded spread and three standard errors); then, under the table, the tasks' ``as_trained``: why."""
+    from sb3ext.experts.recorded import beyond_noise
+
+    lines = ["| task | expert | recorded | here | differs |", "|---|---|---|---|---|"]
+    why = []
+    for task in suite.tasks.values():
+        here = refs.get(task.name, {})
+        recorded = recorded_level(task, work)
+        if task.expert is None or "expert" not in here:
+            continue
+        recorded_cell = "—" if recorded is None else f"{recorded.mean:,.1f} ± {recorded.std:,.1f} ({recorded.episodes})"
+        differs = "" if recorded is None else "no"
+        if recorded is not None and beyond_noise(recorded, here["expert"], here["expert_std"], suite.episodes):
+            differs = "above" if here["expert"] > recorded.mean else "below"
+        here_cell = f"{here['expert']:,.1f} ± {here['expert_std']:,.1f}"
+        lines.append(f"| {task.name} | `{task.expert}` | {recorded_cell} | {here_cell} | {differs} |")
+        if task.as_trained:
+            why.append(f"- **{task.name}** ({differs or 'no record'}): {task.as_trained}")
+    return lines + ([""] + why if why else [])
+
+
 def collect(suite: Suite, work: Path, out: Path) -> tuple[dict[str, dict[str, Any]], dict[str, dict[str, Any]]]:
     """The references (per task) and finished results (per ``task/method/seed``) of the suite: the committed record
     under ``out`` with the runs finished under ``work`` over it."""
@@ -278,6 +315,13 @@ def write_page(suite: Suite, work: Path, out: Path) -> Path:
     if sum(bool(results.get(t)) for t in suite.tasks) > 1:
         lines += ["## Summary", "", "Per method: median env steps to the threshold (the share of later checkpoints "
                   "holding it; the median final return).", "", *summary_table(suite, refs, results), ""]  # fmt: skip
+    table = experts_table(suite, refs, work)
+    if len(table) > 2:
+        lines += ["## The experts: recorded and here", "",
+                  "Each expert's own record (the last evaluation in its zoo folder's `evaluations.npz`: mean ± standard "
+                  "deviation over its episodes, their number in brackets) beside its score on this page's "
+                  f"{suite.episodes} episodes. It differs where the gap exceeds both the recorded spread and three "
+                  "standard errors.", "", *table, ""]  # fmt: skip
     out.mkdir(parents=True, exist_ok=True)
     rows: list[RunSummary] = []
     for task in suite.tasks.values():

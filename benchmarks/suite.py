@@ -23,7 +23,18 @@ IMITATION_METHODS = {"imitation_dagger": "dagger", "imitation_bc": "bc"}
 EXPERT_ALGOS = {"aggrevated", "dagger"}
 
 SUITE_KEYS = {"about", "seeds", "episodes", "eval_seed", "tasks"}
-TASK_KEYS = {"env", "env_kwargs", "expert", "expert_observes_state", "zoo_entry", "goal", "methods", "note", "seeds"}
+TASK_KEYS = {
+    "env",
+    "env_kwargs",
+    "expert",
+    "expert_observes_state",
+    "zoo_entry",
+    "goal",
+    "methods",
+    "note",
+    "seeds",
+    "as_trained",
+}
 METHOD_KEYS = {"algo", "budget", "save_every", "hyperparams", "net_arch", "seeds"}
 
 
@@ -69,6 +80,7 @@ class Task:
     env_kwargs: tuple[tuple[str, Any], ...] = ()  # gym.make's keyword arguments, for every run and every evaluation
     note: str = ""  # shown under the task's table: what a result means (a diagnosis where a criterion is missed)
     seeds: tuple[int, ...] | None = None  # this task's seeds, where they differ from the suite's
+    as_trained: str = ""  # why the expert's score here differs from its own recorded level (measured), where it does
 
     @property
     def make_kwargs(self) -> dict[str, Any]:
@@ -214,6 +226,7 @@ def _task(where: str, name: str, spec: Any) -> Task:
         env_kwargs=tuple(sorted(env_kwargs.items())),
         note=" ".join(str(spec.get("note", "")).split()),
         seeds=_seeds(where, spec),
+        as_trained=" ".join(str(spec.get("as_trained", "")).split()),
     )
 
 

@@ -100,11 +100,12 @@ def test_a_pickled_or_broken_evaluations_file_is_not_read_and_the_expert_still_l
         ([560.0] * 30, True),  # the crippled PPO Ant: far below, and outside the recorded spread
         ([1100.0, 1300.0, 1200.0], False),  # within the recorded spread
         ([600.0, 1400.0, 940.0], False),  # below the spread, but three scattered episodes: not significant
+        ([1050.0] * 30, False),  # beyond the noise, but 16% below: a drift, not a crippled expert
         ([2000.0] * 30, False),  # above
         ([], False),
     ],
 )
-def test_far_below_needs_the_gap_beyond_the_recorded_spread_and_three_standard_errors(
+def test_far_below_needs_a_fifth_of_the_level_beyond_the_spread_and_three_standard_errors(
     returns: list[float], below: bool
 ) -> None:
     recorded = RecordedLevel(mean=1250.0, std=150.0, episodes=20, source="test")

@@ -131,6 +131,39 @@ def test_ppo_variants_train_and_enjoy_through_the_zoo(wheel_venv: FreshVenv, tmp
     assert "Episode Reward" in enjoy.stdout
 
 
+@pytest.mark.parametrize(
+    "algo,env_id,expert",
+    [
+        ("aggrevated", "LunarLander-v3", "ppo/LunarLander-v2_1"),  # Discrete actions, a value-only expert
+        ("dagger", "HopperBulletEnv-v0", "ddpg/HopperBulletEnv-v0_1"),  # Box actions, a Q expert with a time feature
+        ("ppo_kl", "LunarLander-v3", None),
+        ("rpo", "MountainCarContinuous-v0", None),
+        ("ppo_tanh", "MountainCarContinuous-v0", None),
+    ],
+)
+def test_an_env_without_an_entry_trains_on_the_default_entry(
+    wheel_venv: FreshVenv, tmp_path: Path, algo: str, env_id: str, expert: str | None
+) -> None:
+    hyperparams = ["n_steps:64"] if expert is None else [f"expert:'{shared_expert(expert)}'", "n_timesteps:512"]
+    train = wheel_venv.run(
+        "-m", "rl_zoo3.train", "--algo", algo, "--env", env_id, "-f", "logs", "-n", "512", "--seed", "0",
+        "--eval-freq", "-1", "--hyperparams", *hyperparams, cwd=tmp_path,
+    )  # fmt: skip
+    assert "Using 'default' hyperparameters" in train.stdout, train.stdout[-2000:]
+    assert (tmp_path / "logs" / algo / f"{env_id}_1" / f"{env_id}.zip").is_file()
+
+
+def test_a_discrete_env_without_an_entry_refuses_a_continuous_only_variant_naming_the_space(
+    wheel_venv: FreshVenv, tmp_path: Path
+) -> None:
+    train = wheel_venv.run(
+        "-m", "rl_zoo3.train", "--algo", "rpo", "--env", "LunarLander-v3", "-f", "logs", "-n", "64", cwd=tmp_path,
+        check=False,
+    )  # fmt: skip
+    assert train.returncode != 0
+    assert "ValueError: RPO: invalid action_space=Discrete(4); allowed: Box" in train.stderr, train.stderr[-2000:]
+
+
 @pytest.mark.slow  # record_video of aggrevated runs in the default suite through the pixel and Atari learners
 def test_record_video_headless(wheel_venv: FreshVenv, tmp_path: Path) -> None:
     fresh_venv = wheel_venv

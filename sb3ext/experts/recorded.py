@@ -24,6 +24,8 @@ from sb3ext.common.files import read_regular
 
 #: evaluations.npz and model cards are small; anything larger is not read
 MAX_RECORD_BYTES = 16 << 20
+#: the share of its recorded level an expert must lose before it is called crippled
+FAR = 0.2
 #: (expert source, env id) pairs already warned about
 _WARNED: set[tuple[str, str]] = set()
 _CARD_VALUE = re.compile(r"^\s*value:\s*['\"]?\s*(-?[\d.]+(?:e[-+]?\d+)?)\s*\+/-\s*([\d.]+(?:e[-+]?\d+)?)", re.MULTILINE)
@@ -82,16 +84,24 @@ def read_record(path: Path | None) -> RecordedLevel | None:
     return read_evaluations(path) if path.suffix == ".npz" else read_model_card(path)
 
 
+def beyond_noise(recorded: RecordedLevel, mean: float, std: float, episodes: int) -> bool:
+    """Whether a mean return here differs from the recorded one by more than the recorded episodes' spread and by more
+    than three standard errors of the difference (two noisy means; a model card's figure counts as one episode)."""
+    gap = abs(recorded.mean - mean)
+    se_recorded = recorded.std / math.sqrt(max(recorded.episodes, 1))
+    se_here = std / math.sqrt(max(episodes, 1))
+    return gap > max(recorded.std, 1e-6 * max(1.0, abs(recorded.mean))) and gap > 3 * math.hypot(se_recorded, se_here)
+
+
 def far_below(recorded: RecordedLevel, returns: Any) -> bool:
-    """Whether episode ``returns`` here lie below the recorded level by more than its own spread and by more than
-    three standard errors of the difference (two noisy means)."""
+    """Whether episode ``returns`` here lie below the recorded level beyond the noise (:func:`beyond_noise`) and by
+    more than :data:`FAR` of its size: a crippled expert, not a small drift between env versions."""
     here = np.asarray(returns, dtype=np.float64).reshape(-1)
     if here.size == 0:
         return False
-    gap = recorded.mean - float(here.mean())
-    se_recorded = recorded.std / math.sqrt(recorded.episodes) if recorded.episodes else recorded.std
-    se_here = float(here.std()) / math.sqrt(here.size)
-    return gap > recorded.std and gap > 3 * math.hypot(se_recorded, se_here)
+    mean = float(here.mean())
+    gap = recorded.mean - mean
+    return gap > FAR * abs(recorded.mean) and beyond_noise(recorded, mean, float(here.std()), here.size)
 
 
 def check_recorded_level(expert: Any, returns: Any, env_id: str) -> str | None:
