@@ -76,12 +76,14 @@ class FullGame(gym.Wrapper):
 
 
 def make(env_id: str, **make_kwargs: Any) -> gym.Env:
-    """``gym.make``; an ALE id that gymnasium does not know yet registers ale-py's games first."""
+    """``gym.make``; an id that gymnasium does not know yet registers the env packages first (ale-py's games, the
+    PyBullet locomotion envs: ``sb3ext.experts.expert.ENV_PACKAGES``, as the zoo imports them)."""
     try:
         return gym.make(env_id, **make_kwargs)
     except gym.error.NameNotFound:
-        import ale_py  # noqa: F401  (importing it registers the ALE games; the atari extra)
+        from sb3ext.experts.expert import import_env_packages
 
+        import_env_packages()
         return gym.make(env_id, **make_kwargs)
 
 

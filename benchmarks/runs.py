@@ -218,7 +218,8 @@ def zoo_train(job: Job, folder: Path) -> dict[str, Any]:
 def probe_n_envs(task: Task, algo: str, conf: list[str]) -> int:
     """The ``n_envs`` of the YAML entry the zoo will use (the checkpoint callback counts vectorised steps): the
     ``--conf-file`` if one is given, else the file the plug-in points the zoo to (``sb3ext.zoo.default_config``); the
-    env's own entry, else the file's ``atari`` entry for an ALE game, as the zoo reads it."""
+    env's own entry, else the file's ``atari`` entry for an ALE game, else its ``default`` entry, as the zoo reads
+    them."""
     from sb3ext.zoo import default_config
 
     path = Path(conf[1]) if conf else default_config(algo, task.env)
@@ -228,8 +229,10 @@ def probe_n_envs(task: Task, algo: str, conf: list[str]) -> int:
         env = games.make(task.env)
         entry = entries["atari"] if is_atari(env) else None
         env.close()
+    if entry is None:  # the zoo's fallback for any other env
+        entry = entries.get("default")
     if entry is None:
-        raise ValueError(f"no zoo entry for {task.env!r} in {path} (task {task.name!r})")
+        raise ValueError(f"no zoo entry for {task.env!r} and no default entry in {path} (task {task.name!r})")
     return int(entry.get("n_envs", 1))
 
 

@@ -353,7 +353,7 @@ class Expert:
         try:
             env = gym.make(env_id, **env_kwargs)
         except gym.error.NameNotFound:
-            _import_env_packages()
+            import_env_packages()
             env = gym.make(env_id, **env_kwargs)
         return self.wrap_env(env)
 
@@ -660,7 +660,8 @@ class CallableExpert(Expert):
 ENV_PACKAGES = ("pybullet_envs_gymnasium", "ale_py", "sb3ext.envs")
 
 
-def _import_env_packages() -> None:
+def import_env_packages() -> None:
+    """Import the installed env packages (:data:`ENV_PACKAGES`): importing each registers its envs in gymnasium."""
     import importlib
 
     for name in ENV_PACKAGES:
