@@ -151,6 +151,20 @@ def patch_experiment_manager(exp_module: ModuleType) -> None:
 
     manager.read_hyperparameters = read_hyperparameters
 
+    load_pretrained = manager._load_pretrained_agent
+
+    @functools.wraps(load_pretrained)
+    def _load_pretrained_agent(self: Any, hyperparams: dict[str, Any], env: Any) -> Any:
+        from sb3ext.algos.loading import SafeLoad
+        from sb3ext.experts.references import trust_from_environment
+
+        algo_class = exp_module.ALGOS[self.algo]
+        if trust_from_environment() or not isinstance(algo_class, type) or issubclass(algo_class, SafeLoad):
+            return load_pretrained(self, hyperparams, env)  # SB3's load (trusted), or sb3ext's own safe one
+        return continue_safely(algo_class, self.trained_agent, hyperparams, env, self)
+
+    manager._load_pretrained_agent = _load_pretrained_agent
+
     optimize = manager.hyperparameters_optimization
 
     @functools.wraps(optimize)
@@ -162,6 +176,29 @@ def patch_experiment_manager(exp_module: ModuleType) -> None:
             optimize(self)
 
     manager.hyperparameters_optimization = hyperparameters_optimization
+
+
+def continue_safely(algo_class: type, path: str, hyperparams: dict[str, Any], env: Any, manager: Any) -> Any:
+    """``-i`` for a stock SB3 / sb3-contrib algorithm without running code from the checkpoint: the model is built
+    from its checked fields and tensors (:func:`sb3ext.experts.learner.load_learner`), as the zoo's own
+    ``_load_pretrained_agent`` would load it (the YAML's settings over the file's; not its policy or policy_kwargs).
+    A ``replay_buffer.pkl`` beside it is a plain pickle: it is left unread, and the run says so."""
+    from sb3ext.experts.learner import load_learner
+
+    print("Loading pretrained agent (sb3ext: from its checked fields and tensors; no code from the file runs)")
+    for key in ("policy", "policy_kwargs"):
+        hyperparams.pop(key, None)
+    model = load_learner(
+        algo_class, path, env=env, device=manager.device, seed=manager.seed, tensorboard_log=manager.tensorboard_log,
+        verbose=manager.verbose, **hyperparams,
+    )  # fmt: skip
+    replay_buffer = os.path.join(os.path.dirname(path), "replay_buffer.pkl")
+    if os.path.exists(replay_buffer):
+        print(
+            f"sb3ext: {replay_buffer} not loaded: a replay buffer is a plain pickle, which runs code from the file; the "
+            "run continues with an empty buffer (set SB3EXT_TRUST_REMOTE_CODE=1 to load it, for a file you made)"
+        )
+    return model
 
 
 #: the archive of training and evaluation metrics that ``rl_zoo3.load_from_hub`` extracts into the new run folder

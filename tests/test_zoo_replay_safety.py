@@ -222,6 +222,46 @@ def test_enjoy_of_a_stock_algorithm_runs_no_code_from_its_zip(tmp_path: Path, ho
     assert "Pendulum-v1.zip [data: _last_obs]: refused to load builtins.exec" in last
 
 
+@pytest.fixture(scope="module")
+def stock_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A stock zoo SAC run of this SB3 (a few hundred steps), with the replay buffer the zoo saves beside it."""
+    work = tmp_path_factory.mktemp("stock-run")
+    done = zoo(["rl_zoo3.train", "--algo", "sac", "--env", "Pendulum-v1", "-n", "200", "--seed", "0", "--eval-freq", "-1",
+                "-f", "logs", "--save-replay-buffer", "--hyperparams", "learning_starts:100"], work)  # fmt: skip
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    return work / "logs" / "sac" / "Pendulum-v1_1"
+
+
+@pytest.mark.parametrize("case", ["control", "zip_field_pickle", "replay_buffer_pickle"])
+def test_train_i_of_a_stock_algorithm_runs_no_code_from_its_files(stock_run: Path, tmp_path: Path, case: str) -> None:
+    """``rl_zoo3.train --algo sac -i``, SB3's own load in the zoo, goes through the safe path by default: a payload in a
+    field of the zip is refused in one line naming the file; a genuine run continues, its replay buffer (a pickle)
+    left unread and said so, even when it carries a payload."""
+    import json
+    import zipfile
+
+    run = tmp_path / "run"
+    shutil.copytree(stock_run, run)
+    if case == "zip_field_pickle":
+        rewrite(run / "Pendulum-v1.zip", lambda d: d.__setitem__("_last_obs", serialized(_Payload())))
+    if case == "replay_buffer_pickle":
+        (run / "replay_buffer.pkl").write_bytes(pickle.dumps(_Payload()))
+    done = zoo(["rl_zoo3.train", "--algo", "sac", "--env", "Pendulum-v1", "-n", "300", "--seed", "1", "--eval-freq",
+                "-1", "-f", "continued", "-i", str(run / "Pendulum-v1.zip"), "--hyperparams", "learning_starts:100"],
+               tmp_path)  # fmt: skip
+    assert not (tmp_path / MARKER).exists(), f"{case}: the payload ran"
+    if case != "zip_field_pickle":
+        assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+        assert "no code from the file runs" in done.stdout and "replay_buffer.pkl not loaded" in done.stdout
+        continued = next((tmp_path / "continued" / "sac").glob("Pendulum-v1_*/Pendulum-v1.zip"))
+        updates = [json.loads(zipfile.ZipFile(z).read("data"))["_n_updates"] for z in (run / "Pendulum-v1.zip", continued)]
+        assert updates[1] == updates[0] + 200  # it went on from the checkpoint's gradient steps (300 - 100 warm-up)
+        return
+    last = done.stderr.strip().splitlines()[-1]
+    assert done.returncode != 0 and last.startswith("sb3ext.common.serialization.UnsafeObjectError: "), last
+    assert "Pendulum-v1.zip [data" in last and "_last_obs" in last, last
+
+
 def test_guard_the_stock_payload_runs_under_sb3s_own_load(tmp_path: Path) -> None:
     run = _stock_run(tmp_path, hostile=True)
     script = f"from stable_baselines3 import SAC; SAC.load({str(run / 'Pendulum-v1.zip')!r}, buffer_size=1)"

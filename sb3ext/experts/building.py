@@ -485,7 +485,7 @@ def build_expert_model(path: Path, device: th.device | str = "cpu") -> BaseAlgor
     check_finite(state, policy_where)
     with th.no_grad():
         model.policy.load_state_dict({k: v for k, v in state.items() if v is not None}, strict=True)
-    _load_variables(model, variables, f"{path} [{variables_entry}]")
+    load_variables(model, variables, f"{path} [{variables_entry}]")
     return model
 
 
@@ -530,7 +530,7 @@ def check_finite(state: dict[str, th.Tensor | None], where: str) -> None:
             raise ValueError(f"{where}: {key} holds non-finite values")
 
 
-def _load_variables(model: BaseAlgorithm, variables: dict[str, th.Tensor | None], where: str) -> None:
+def load_variables(model: BaseAlgorithm, variables: dict[str, th.Tensor | None], where: str) -> None:
     allowed = list(model._get_torch_save_params()[1])
     if hasattr(model, "ent_coef"):  # SAC / TQC save both names, one of them None
         allowed = sorted({*allowed, "log_ent_coef", "ent_coef_tensor"})

@@ -34,6 +34,7 @@ from stable_baselines3.common.utils import ConstantSchedule, FloatSchedule, Line
 from sb3ext.common.serialization import Recipe, UnsafeObjectError, printable, restricted_loads
 from sb3ext.experts.building import (
     check_finite,
+    load_variables,
     check_policy_kwargs,
     check_state,
     named_globals,
@@ -44,10 +45,16 @@ from sb3ext.experts.building import (
 from sb3ext.experts.checkpoint import CheckpointArchive
 
 #: fields holding schedules (numbers or SB3's schedule classes)
-SCHEDULE_FIELDS = ("learning_rate", "lr_schedule", "clip_range", "clip_range_vf", "critic_learning_rate", "critic_lr_schedule")
+SCHEDULE_FIELDS = (
+    "learning_rate", "lr_schedule", "clip_range", "clip_range_vf", "critic_learning_rate", "critic_lr_schedule",
+    "exploration_schedule",
+)  # fmt: skip
 #: fields holding the last observations (dropped, as after a reset) or episode buffers
 ARRAY_FIELDS = ("_last_obs", "_last_episode_starts", "_last_original_obs")
 EPISODE_FIELDS = ("ep_info_buffer", "ep_success_buffer")
+#: fields the model rebuilds in ``_setup_model`` (dropped from the file)
+DERIVED_FIELDS = ("batch_norm_stats", "batch_norm_stats_target", "lr_schedule")
+READ_ABOVE = ("policy_class", "observation_space", "action_space", "policy_kwargs")
 #: integer fields that size buffers or loops, with their largest allowed value
 SIZE_LIMITS = {
     "n_envs": 1 << 12,
@@ -61,9 +68,13 @@ SIZE_LIMITS = {
     "aggregation_falls": 1 << 20,
     "expert_action_memory": 1 << 26,
     "_stats_window_size": 1 << 20,
+    "buffer_size": 1 << 24,
+    "gradient_steps": 1 << 16,
 }
 #: the most elements one buffer the fields size may hold (1 GiB of float32)
 MAX_BUFFER_ELEMENTS = 1 << 28
+#: an off-policy replay buffer may hold more (4 GiB of float32: the zoo's 1M transitions of Humanoid's 376 numbers)
+MAX_REPLAY_ELEMENTS = 1 << 30
 
 
 def _finite(value: Any, where: str) -> float:
@@ -108,6 +119,41 @@ def _schedule_recipes() -> dict[tuple[str, str], Recipe]:
     }
 
 
+def _train_freq_recipes() -> dict[tuple[str, str], Recipe]:
+    """SB3's ``TrainFreq(frequency, unit)`` of an off-policy checkpoint, rebuilt from checked values."""
+    from stable_baselines3.common.type_aliases import TrainFreq, TrainFrequencyUnit
+
+    module = "stable_baselines3.common.type_aliases"
+    units = {unit.value: unit for unit in TrainFrequencyUnit}
+
+    def unit(inst: Any, args: tuple[Any, ...]) -> TrainFrequencyUnit:
+        if len(args) != 1 or args[0] not in units:
+            raise ValueError(f"TrainFrequencyUnit{printable(repr(args), 40)}; allowed: {', '.join(units)}")
+        return units[args[0]]
+
+    def train_freq(inst: Any, source: str) -> TrainFreq:
+        args = inst.args
+        if len(args) != 2 or not isinstance(args[1], TrainFrequencyUnit):
+            raise ValueError(f"{source}: TrainFreq needs a frequency and a TrainFrequencyUnit")
+        frequency = args[0]
+        if isinstance(frequency, bool) or not isinstance(frequency, int) or not 1 <= frequency <= 1 << 24:
+            raise ValueError(
+                f"{source}: TrainFreq frequency {printable(repr(frequency), 40)}; allowed: an integer in [1, {1 << 24}]"
+            )
+        return TrainFreq(frequency, args[1])
+
+    return {
+        (module, "TrainFrequencyUnit"): Recipe("TrainFrequencyUnit", call=unit),
+        (module, "TrainFreq"): Recipe("TrainFreq", new=True, finish=train_freq),
+    }
+
+
+def _replay_buffers() -> dict[tuple[str, str], type]:
+    from stable_baselines3.common.buffers import DictReplayBuffer, ReplayBuffer
+
+    return {(c.__module__, c.__qualname__): c for c in (ReplayBuffer, DictReplayBuffer)}
+
+
 def _class_field(archive: CheckpointArchive, data: dict[str, Any], key: str, allowed: dict[tuple[str, str], type]) -> type:
     raw = archive.serialized(data, key)
     source = f"{archive.path} [data: {key}]"
@@ -141,8 +187,9 @@ def _plain(value: Any, where: str, infinite: bool = False) -> Any:
 def _check_sizes(fields: dict[str, Any], observation_space: spaces.Space, action_space: spaces.Space, where: str) -> None:
     for key, limit in SIZE_LIMITS.items():
         value = fields.get(key)
-        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= limit):
-            raise ValueError(f"{where} field {key}: {value!r}; allowed: an integer in [0, {limit}]")
+        low = -1 if key == "gradient_steps" else 0  # -1: as many gradient steps as env steps
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or not low <= value <= limit):
+            raise ValueError(f"{where} field {key}: {value!r}; allowed: an integer in [{low}, {limit}]")
     parts = observation_space.spaces.values() if isinstance(observation_space, spaces.Dict) else [observation_space]
     obs = sum(math.prod(part.shape or (1,)) for part in parts)
     act = math.prod(action_space.shape or (1,))
@@ -155,11 +202,11 @@ def _check_sizes(fields: dict[str, Any], observation_space: spaces.Space, action
         "expert_action_memory": (fields.get("expert_action_memory") or 0) * (obs + act),
         "n_action_samples x n_steps x n_envs": (fields.get("n_action_samples") or 0) * steps * envs * act,
     }
-    for name, size in buffers.items():
-        if size > MAX_BUFFER_ELEMENTS:
-            raise UnsafeObjectError(
-                f"{where}: {name} would hold {size} values; at most {MAX_BUFFER_ELEMENTS} are allowed for one buffer"
-            )
+    replay = (fields.get("buffer_size") or 0) * (2 * obs + act)
+    for name, size, limit in [*((n, v, MAX_BUFFER_ELEMENTS) for n, v in buffers.items()),
+                              ("buffer_size (the replay buffer)", replay, MAX_REPLAY_ELEMENTS)]:  # fmt: skip
+        if size > limit:
+            raise UnsafeObjectError(f"{where}: {name} would hold {size} values; at most {limit} are allowed for one buffer")
 
 
 def _optimizer_state(archive: CheckpointArchive, name: str) -> dict[str, Any]:
@@ -233,8 +280,8 @@ def load_learner(
         fields: dict[str, Any] = {}
         for key, value in data.items():
             field_where = f"{where} field {key}"
-            if key in custom_objects or key in ("policy_class", "observation_space", "action_space", "policy_kwargs"):
-                continue
+            if key in custom_objects or key in kwargs or key in DERIVED_FIELDS or key in READ_ABOVE:
+                continue  # read above; rebuilt by _setup_model; or the caller's value replaces the file's (not read)
             raw = archive.serialized(data, key)
             if key in SCHEDULE_FIELDS:
                 fields[key] = (
@@ -244,6 +291,14 @@ def load_learner(
                 )
             elif key == "rollout_buffer_class":
                 fields[key] = None if raw is None else _class_field(archive, data, key, rollout_buffers)
+            elif key == "replay_buffer_class":
+                fields[key] = None if raw is None else _class_field(archive, data, key, _replay_buffers())
+            elif key == "train_freq" and raw is not None:
+                fields[key] = restricted_loads(raw, field_where, _train_freq_recipes(), spaces=False)
+            elif key == "replay_buffer_kwargs":
+                if not isinstance(value, dict) or len(value) > 16:
+                    raise UnsafeObjectError(f"{field_where}: {str(value)[:80]!r}; allowed: a small mapping of plain values")
+                fields[key] = {str(k): _plain(v, f"{field_where}[{k!r}]") for k, v in value.items()}
             elif key in ARRAY_FIELDS:
                 if raw is not None:
                     scan_field(archive, data, key)  # dropped: learn() starts from a reset of the env the caller gives
@@ -272,11 +327,13 @@ def load_learner(
                 fields[key] = _plain(value, field_where, key in getattr(cls, "infinite_fields", ()))
         _check_sizes({**fields, **kwargs}, observation_space, action_space, where)
         state = archive.tensors("policy.pth")
-        optimizers = {
+        optimizers = {  # policy.optimizer; an off-policy model's actor.optimizer, critic.optimizer, ent_coef_optimizer
             entry[: -len(".pth")]: _optimizer_state(archive, entry)
             for entry in sorted(archive.entries)
-            if entry.startswith("policy.") and entry.endswith("optimizer.pth")
+            if entry.endswith("optimizer.pth")
         }
+        variables_entry = next((e for e in ("pytorch_variables.pth", "tensors.pth") if archive.has(e)), None)
+        variables = archive.tensors(variables_entry) if variables_entry else {}
     if env is not None:
         env = cls._wrap_env(env, fields.get("verbose", 0))
         try:
@@ -291,8 +348,8 @@ def load_learner(
     defaults = dict(vars(model))
     known = set(defaults) | {"n_envs"}  # set from the env, or from the file without one
     for key, value in fields.items():  # a number where the class has a number, a flag where it has a flag
-        if key in SCHEDULE_FIELDS:
-            continue  # a number or a schedule, checked above
+        if key in SCHEDULE_FIELDS or key == "train_freq":
+            continue  # a number, a schedule or a TrainFreq, checked above
         default = defaults.get(key)
         if value is None:  # an optional setting switched off (target_kl, clip_range_vf ...)
             continue
@@ -316,4 +373,5 @@ def load_learner(
         model.set_parameters(parameters, exact_match=True, device=device)
     except (ValueError, RuntimeError, KeyError) as exc:
         raise ValueError(f"{path}: its parameters do not fit the model ({type(exc).__name__}: {str(exc)[:200]})") from None
+    load_variables(model, variables, f"{path} [{variables_entry}]")
     return model
