@@ -34,9 +34,9 @@ from stable_baselines3.common.utils import ConstantSchedule, FloatSchedule, Line
 from sb3ext.common.serialization import Recipe, UnsafeObjectError, printable, restricted_loads
 from sb3ext.experts.building import (
     check_finite,
-    load_variables,
     check_policy_kwargs,
     check_state,
+    load_variables,
     named_globals,
     read_policy_kwargs,
     read_space,
