@@ -372,6 +372,43 @@ def check_policy_kwargs(
         )
 
 
+#: policy_kwargs keys that name a class, and the base it must derive from
+_CLASS_KEYS = {"features_extractor_class": "BaseFeaturesExtractor", "activation_fn": "Module", "optimizer_class": "Optimizer"}
+
+
+def check_fit(policy_class: type[BasePolicy], kwargs: dict[str, Any], observation_space: spaces.Space, where: str) -> None:
+    """Before anything is built: the classes ``policy_kwargs`` names are what their keys need, and the policy's
+    features extractor reads this observation space (a ``Dict`` only through a multi-input policy, frames only through
+    a CNN). A mismatch is one line naming the file and the field (SB3 would fail inside the build with a bare
+    ``AttributeError``)."""
+    from stable_baselines3.common.preprocessing import is_image_space
+    from stable_baselines3.common.torch_layers import BaseFeaturesExtractor, CombinedExtractor, NatureCNN
+
+    bases = {"BaseFeaturesExtractor": BaseFeaturesExtractor, "Module": th.nn.Module, "Optimizer": th.optim.Optimizer}
+    for key, base_name in _CLASS_KEYS.items():
+        value = kwargs.get(key)
+        if value is not None and not (isinstance(value, type) and issubclass(value, bases[base_name])):
+            shown = getattr(value, "__qualname__", type(value).__name__)
+            raise ValueError(f"{where} [data: policy_kwargs]: {key} {shown} is not a {base_name} subclass")
+    parameter = inspect.signature(policy_class.__init__).parameters.get("features_extractor_class")
+    extractor = kwargs.get("features_extractor_class") or (parameter.default if parameter is not None else None)
+    if not isinstance(extractor, type):
+        return  # a policy without a features extractor (ARS's linear policy)
+    reads_dict = issubclass(extractor, CombinedExtractor)
+    if reads_dict != isinstance(observation_space, spaces.Dict):
+        field = "policy_kwargs" if "features_extractor_class" in kwargs else "policy_class"
+        raise ValueError(
+            f"{where} [data: {field}]: {policy_class.__name__} with {extractor.__name__} reads "
+            f"{'Dict' if reads_dict else 'flat'} observations; its observation_space is a {type(observation_space).__name__}"
+        )
+    if issubclass(extractor, NatureCNN) and not is_image_space(observation_space, check_channels=False):
+        field = "policy_kwargs" if "features_extractor_class" in kwargs else "policy_class"
+        raise ValueError(
+            f"{where} [data: {field}]: {policy_class.__name__} with NatureCNN reads image frames; its observation_space "
+            "is not an image space (uint8 Box of height x width x channels)"
+        )
+
+
 def _weights_lower_bound(
     kwargs: dict[str, Any], policy_class: type[BasePolicy], obs_space: spaces.Space, act_space: spaces.Space, n_critics: int
 ) -> int:
@@ -449,6 +486,7 @@ def build_expert_model(path: Path, device: th.device | str = "cpu") -> BaseAlgor
         variables_entry = next((e for e in ("pytorch_variables.pth", "tensors.pth") if archive.has(e)), None)
         variables = archive.tensors(variables_entry) if variables_entry else {}
     policy_where = f"{path} [policy.pth]"
+    check_fit(policy_class, policy_kwargs, observation_space, str(path))
     check_policy_kwargs(policy_kwargs, policy_class, observation_space, action_space, state, f"{path} [data: policy_kwargs]")  # type: ignore[arg-type]
     _check_numbers(algo_class, action_space, path)
     if algo_class is TD3:
@@ -472,8 +510,9 @@ def build_expert_model(path: Path, device: th.device | str = "cpu") -> BaseAlgor
         model.target_entropy = -float(_flat_dim(action_space))  # type: ignore[attr-defined]
     try:
         model._setup_model()
-    except (TypeError, ValueError, AssertionError, RuntimeError) as exc:
-        raise ValueError(f"{where}: the policy its fields describe cannot be built ({type(exc).__name__}: {exc})") from None
+    except (TypeError, ValueError, AssertionError, RuntimeError, AttributeError, KeyError, IndexError) as exc:
+        reason = " ".join(str(exc).split())[:200]
+        raise ValueError(f"{where}: the policy its fields describe cannot be built ({type(exc).__name__}: {reason})") from None
     if model.policy.squash_output and isinstance(action_space, spaces.Box) and not action_space.is_bounded("both"):
         raise ValueError(
             f"{path} [data: action_space]: infinite bounds; its policy squashes its actions into the bounds (NaN)"

@@ -53,6 +53,7 @@ from sb3ext.experts.building import (
     trusted_load,
 )
 from sb3ext.experts.checkpoint import is_within
+from sb3ext.experts.exercise import exercise_policy
 from sb3ext.experts.recorded import RecordedLevel, read_record
 from sb3ext.experts.references import (
     ExpertReference,
@@ -709,6 +710,7 @@ def load_expert(
         raise ValueError(f"Expert {files.model} was trained with `normalize` but its vecnormalize.pkl is missing")
     source = str(ref) if ref.is_hub else str(files.model)
     trained_on = trained_env_id(files.model, ref.location if ref.is_hub else None)  # type: ignore[arg-type]
+    exercise_policy(model.policy, str(files.model), normalization)
     return Expert(model, source, config, normalization, trained_on, _recorded_level(files.record))
 
 

@@ -34,6 +34,7 @@ from stable_baselines3.common.utils import ConstantSchedule, FloatSchedule, Line
 from sb3ext.common.serialization import Recipe, UnsafeObjectError, printable, restricted_loads
 from sb3ext.experts.building import (
     check_finite,
+    check_fit,
     check_policy_kwargs,
     check_state,
     load_variables,
@@ -43,6 +44,7 @@ from sb3ext.experts.building import (
     scan_field,
 )
 from sb3ext.experts.checkpoint import CheckpointArchive
+from sb3ext.experts.exercise import exercise_policy
 
 #: fields holding schedules (numbers or SB3's schedule classes)
 SCHEDULE_FIELDS = (
@@ -280,9 +282,13 @@ def load_learner(
         fields: dict[str, Any] = {}
         for key, value in data.items():
             field_where = f"{where} field {key}"
-            if key in custom_objects or key in kwargs or key in DERIVED_FIELDS or key in READ_ABOVE:
-                continue  # read above; rebuilt by _setup_model; or the caller's value replaces the file's (not read)
+            if key in custom_objects or key in kwargs or key in READ_ABOVE:
+                continue  # read above, or the caller's value replaces the file's (not read)
             raw = archive.serialized(data, key)
+            if key in DERIVED_FIELDS:  # rebuilt by _setup_model: dropped, once its names are checked
+                if raw is not None:
+                    scan_field(archive, data, key)
+                continue
             if key in SCHEDULE_FIELDS:
                 fields[key] = (
                     _plain(value, field_where)
@@ -343,6 +349,7 @@ def load_learner(
         if force_reset:
             fields["_last_obs"] = None
         fields["n_envs"] = env.num_envs
+    check_fit(policy_class, policy_kwargs, observation_space, str(path))
     check_policy_kwargs(policy_kwargs, policy_class, observation_space, action_space, state, f"{path} [data: policy_kwargs]")  # type: ignore[arg-type]
     model = cls(policy=policy_class, env=env, device=device, _init_setup_model=False)  # type: ignore[call-arg]
     defaults = dict(vars(model))
@@ -364,8 +371,9 @@ def load_learner(
     model.__dict__.update(kwargs)
     try:
         model._setup_model()
-    except (TypeError, ValueError, AssertionError, RuntimeError) as exc:
-        raise ValueError(f"{where}: the model its fields describe cannot be built ({type(exc).__name__}: {exc})") from None
+    except (TypeError, ValueError, AssertionError, RuntimeError, AttributeError, KeyError, IndexError) as exc:
+        reason = " ".join(str(exc).split())[:200]
+        raise ValueError(f"{where}: the model its fields describe cannot be built ({type(exc).__name__}: {reason})") from None
     check_state(model.policy.state_dict(), state, f"{path} [policy.pth]")
     check_finite(state, f"{path} [policy.pth]")
     try:
@@ -374,4 +382,5 @@ def load_learner(
     except (ValueError, RuntimeError, KeyError) as exc:
         raise ValueError(f"{path}: its parameters do not fit the model ({type(exc).__name__}: {str(exc)[:200]})") from None
     load_variables(model, variables, f"{path} [{variables_entry}]")
+    exercise_policy(model.policy, str(path))
     return model
