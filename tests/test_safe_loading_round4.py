@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import shutil
+import struct
 import zipfile
 from pathlib import Path
 
@@ -23,7 +24,7 @@ from tests.test_learner_loading import rewrite, saved, serialized
 def edit_weights(path: Path, change) -> None:  # type: ignore[no-untyped-def]
     """Rewrite the zip's ``policy.pth`` with ``change(state)`` applied (the file stays a valid torch.save)."""
     with zipfile.ZipFile(path) as archive:
-        state = th.load(io.BytesIO(archive.read("policy.pth")), weights_only=True)
+        state = th.load(io.BytesIO(archive.read("policy.pth")), map_location="cpu", weights_only=True)
     change(state)
     buffer = io.BytesIO()
     th.save(state, buffer)
@@ -129,3 +130,23 @@ def test_a_stock_off_policy_learner_loads_as_sb3_does(tmp_path: Path) -> None:
     for key, value in reference["policy"].items():
         assert th.equal(mine["policy"][key], value), key
     assert mine["critic.optimizer"]["state"][0]["step"] == reference["critic.optimizer"]["state"][0]["step"]
+
+
+def test_a_legacy_policy_pth_declaring_a_storage_beyond_its_bytes_is_refused_before_allocation(tmp_path: Path) -> None:
+    """A 4-byte edit of the element count of a legacy-format (torch < 1.6) ``policy.pth`` asks torch for an 8 GiB
+    storage before it reads a byte of it; the count is checked against the file's bytes first."""
+    expert_copy = tmp_path / "sac" / "HalfCheetah-v3_1"  # 256-wide layers: element counts stored as 4-byte integers
+    shutil.copytree(shared_expert("sac/HalfCheetah-v3_1"), expert_copy)
+    zip_path = expert_copy / "HalfCheetah-v3.zip"
+    with zipfile.ZipFile(zip_path) as archive:
+        state = th.load(io.BytesIO(archive.read("policy.pth")), map_location="cpu", weights_only=True)
+    buffer = io.BytesIO()
+    th.save(state, buffer, _use_new_zipfile_serialization=False)
+    raw = bytearray(buffer.getvalue())
+    numel = next(v.numel() for v in state.values() if v.numel() >= 1 << 16)  # stored as a 4-byte BININT
+    at = raw.index(b"J" + struct.pack("<i", numel)) + 1
+    raw[at : at + 4] = struct.pack("<i", 0x7FFFFFFF)
+    rewrite(zip_path, entry="policy.pth", content=bytes(raw))
+    with pytest.raises(Exception) as exc:
+        load_expert(expert_copy)
+    assert one_line(exc).startswith(f"{zip_path} [policy.pth]: declares storages of about 1718")

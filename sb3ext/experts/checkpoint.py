@@ -310,6 +310,10 @@ def _check_pickle_record(raw: bytes, infos: list[zipfile.ZipInfo], where: str) -
         raise ValueError(f"{where}: malformed pickle ({type(exc).__name__}: {exc})") from None
 
 
+#: the pickle opcodes that push an integer (memo indices, BINPUT's and BINGET's arguments, are not sizes)
+_INT_PUSHES = frozenset({"INT", "BININT", "BININT1", "BININT2", "LONG", "LONG1", "LONG4"})
+
+
 def _check_legacy_torch(raw: bytes, where: str) -> None:
     import pickletools
 
@@ -317,15 +321,20 @@ def _check_legacy_torch(raw: bytes, where: str) -> None:
     declared = 0
     try:
         for index in range(4):  # magic number, protocol version, system info, then the object with its storages
-            last_int = 0
+            largest = 0  # the largest integer pushed since the last storage: at least its element count
             for opcode, arg, _pos in pickletools.genops(stream):
-                if isinstance(arg, int) and not isinstance(arg, bool):
-                    last_int = arg
+                if opcode.name in _INT_PUSHES:
+                    if arg < 0:
+                        raise UnsafeObjectError(f"{where}: a negative size ({arg}) in its pickle")
+                    largest = max(largest, arg)
                 elif opcode.name in ("BINPERSID", "PERSID") and index == 3:
-                    declared += max(last_int, 0) * 8  # element count x the widest element
+                    declared += largest * 8  # element count x the widest element
+                    largest = 0
+    except UnsafeObjectError:
+        raise
     except Exception as exc:
         raise ValueError(f"{where}: not a torch.save file ({type(exc).__name__}: {exc})") from None
-    if declared > 8 * len(raw) + (1 << 20):
+    if declared > 8 * len(raw):
         raise UnsafeObjectError(f"{where}: declares storages of about {declared} bytes in a file of {len(raw)} bytes")
 
 
