@@ -150,3 +150,25 @@ def test_a_legacy_policy_pth_declaring_a_storage_beyond_its_bytes_is_refused_bef
     with pytest.raises(Exception) as exc:
         load_expert(expert_copy)
     assert one_line(exc).startswith(f"{zip_path} [policy.pth]: declares storages of about 1718")
+
+
+class _System:
+    def __reduce__(self):  # type: ignore[no-untyped-def]
+        import os
+
+        return (os.system, ("true",))
+
+
+@pytest.mark.parametrize("legacy", [False, True])
+def test_torchs_refusal_reads_as_ours_naming_the_global_without_its_advice(expert_copy: Path, legacy: bool) -> None:
+    buffer = io.BytesIO()
+    th.save({"actor.mu.weight": _System()}, buffer, _use_new_zipfile_serialization=not legacy)
+    zip_path = expert_copy / "Pendulum-v1.zip"
+    rewrite(zip_path, entry="policy.pth", content=buffer.getvalue())
+    with pytest.raises(ValueError) as exc:
+        load_expert(expert_copy)
+    assert one_line(exc) == (
+        f"{zip_path} [policy.pth]: unreadable tensors (refused by torch's weights-only unpickler: Trying to load "
+        "unsupported GLOBAL posix.system whose module posix is blocked.)"
+    )
+    assert "weights_only" not in str(exc.value) and "trusted source" not in str(exc.value)

@@ -174,14 +174,23 @@ class CheckpointArchive:
         return loaded
 
 
+#: paragraphs of torch's weights-only errors that advise instead of explaining (one of them: to load unsafely)
+_TORCH_ADVICE = ("Weights only load failed", "Check the documentation", "safe_globals", "Please file an issue",
+                 "weights_only=False", "`weights_only`")  # fmt: skip
+
+
 def torch_reason(exc: Exception) -> str:
-    """The reason in torch's load error, without its advice to load with ``weights_only=False`` (which runs code
-    from the file): for a refused object, the global it names."""
-    text = re.sub(r"\x1b\[[0-9;]*m", "", " ".join(str(exc).split()))
+    """The reason in torch's load error, without its advice (to load with ``weights_only=False``, which runs code from
+    the file, or to allow more globals): for a refused object, the global it names. One line, ours."""
+    text = re.sub(r"\x1b\[[0-9;]*m", "", str(exc))
     if "WeightsUnpickler error:" in text:
-        text = text.split("WeightsUnpickler error:", 1)[1].split(" Please use", 1)[0].strip()
-        return f"refused by torch's weights-only unpickler: {text[:200]}"
-    return f"{type(exc).__name__}: {text[:200]}"
+        text = text.split("WeightsUnpickler error:", 1)[1].split("Please use", 1)[0]
+    paragraphs = [" ".join(p.split()) for p in re.split(r"\n\s*\n", text)]
+    kept = [p for p in paragraphs if p and not any(advice in p for advice in _TORCH_ADVICE)]
+    if "Weights only load failed" in str(exc) or "WeightsUnpickler" in str(exc):
+        reason = " ".join(kept).strip() or "an object it does not allow"
+        return f"refused by torch's weights-only unpickler: {reason[:200]}"
+    return f"{type(exc).__name__}: {' '.join(text.split())[:200]}"
 
 
 def _check_directory(archive: zipfile.ZipFile, where: str) -> dict[str, zipfile.ZipInfo]:
