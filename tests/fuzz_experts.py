@@ -37,8 +37,9 @@ BASES = [
 ]
 SHARED = [("dqn/CartPole-v1_1", "CartPole-v1"), ("ppo/BipedalWalker-v3_1", "BipedalWalker-v3"), ("tqc/Hopper-v3_1", None)]
 #: sb3ext's algorithms whose own checkpoints are fuzzed too (saved after a few steps on Pendulum-v1)
-LEARNERS = ("AggreVaTeD", "KLPPO")
-LAYERS = ("zip_bytes", "entries", "inner_torch", "json", "pickle", "transplant", "config", "vecnormalize")
+LEARNERS = ("AggreVaTeD", "KLPPO", "stable_baselines3:SAC")
+LAYERS = ("zip_bytes", "entries", "inner_torch", "json", "pickle", "transplant", "config", "vecnormalize", "weights",
+          "legacy_torch", "classes")  # fmt: skip
 FAILURES = ("unclear", "wrong", "crashed", "hung", "memory")
 
 
@@ -60,14 +61,19 @@ def learner_bases(work: Path) -> list[Path]:
 
     folders = []
     for name in LEARNERS:
-        folder = work / "learners" / name
+        folder = work / "learners" / name.split(":")[-1]
         if not (folder / "learner.txt").exists():
             folder.mkdir(parents=True, exist_ok=True)
-            extra = {"expert": "shipped:sac/Pendulum-v1_1"} if name == "AggreVaTeD" else {}
-            model = getattr(sb3ext, name)("MlpPolicy", make_vec_env("Pendulum-v1", n_envs=2, seed=0), n_steps=16,
-                                          batch_size=16, n_epochs=1, seed=0, **extra)  # fmt: skip
+            if ":" in name:  # a stock algorithm, continued through the safe learner load (the zoo's train -i)
+                module, cls = name.split(":")
+                model = getattr(__import__(module, fromlist=[cls]), cls)("MlpPolicy", "Pendulum-v1", buffer_size=256,
+                                                                        learning_starts=32, seed=0)  # fmt: skip
+            else:
+                extra = {"expert": "shipped:sac/Pendulum-v1_1"} if name == "AggreVaTeD" else {}
+                model = getattr(sb3ext, name)("MlpPolicy", make_vec_env("Pendulum-v1", n_envs=2, seed=0), n_steps=16,
+                                              batch_size=16, n_epochs=1, seed=0, **extra)  # fmt: skip
             model.learn(64)
-            model.save(folder / f"{name}.zip")
+            model.save(folder / f"{name.split(':')[-1]}.zip")
             (folder / "learner.txt").write_text(name)
         folders.append(folder)
     return folders
@@ -96,10 +102,81 @@ ODD_VALUES: list[Any] = [None, True, -1, 0, 2**63, 10**30, 1e308, -1e308, "nan",
                          {"a": {"b": {"c": 1}}}, 0.5, -0.0, "auto", "auto_0", 3.5e-320]  # fmt: skip
 
 
+def _torch_entry(raw: bytes, change: Any, legacy: bool = False) -> bytes:
+    """A ``.pth`` entry with ``change`` applied to its tensors, saved again (in torch's legacy format if asked)."""
+    import io
+
+    import torch as th
+
+    state = th.load(io.BytesIO(raw), map_location="cpu", weights_only=True)
+    change(state)
+    buffer = io.BytesIO()
+    th.save(state, buffer, _use_new_zipfile_serialization=not legacy)
+    return buffer.getvalue()
+
+
+def _weights(state: dict, rng: random.Random) -> None:
+    """One floating tensor made huge but finite (activations that overflow when used), or extreme."""
+    import torch as th
+
+    names = [k for k, v in state.items() if isinstance(v, th.Tensor) and v.dtype.is_floating_point and v.numel()]
+    name = rng.choice(names)
+    value = rng.choice([3e38, -3e38, 1e30, 1e20, -1e4, 1e-38])
+    state[name] = th.full_like(state[name], value) if rng.random() < 0.5 else (state[name] * value).clamp(-3e38, 3e38)
+
+
+def _legacy_ints(raw: bytes, rng: random.Random) -> bytes:
+    """A legacy-format ``torch.save`` with one 4-byte integer of its pickles overwritten (sizes, counts, offsets)."""
+    import struct
+
+    data = bytearray(raw)
+    starts = [i for i in range(min(len(data), 4096) - 5) if data[i] == ord("J")]  # BININT opcodes
+    if starts:
+        at = rng.choice(starts) + 1
+        data[at : at + 4] = struct.pack("<i", rng.choice([0x7FFFFFFF, -1, 1 << 28, 0, 1 << 20]))
+    return bytes(data)
+
+
+#: policies and policy_kwargs classes that fit no base: multi-input, CNN, a layer that is no extractor, a wrong optimizer
+_SWAPS = [
+    ("policy_class", "stable_baselines3.common.policies", "MultiInputActorCriticPolicy"),
+    ("policy_class", "stable_baselines3.common.policies", "ActorCriticCnnPolicy"),
+    ("policy_class", "stable_baselines3.sac.policies", "MultiInputPolicy"),
+    ("features_extractor_class", "torch.nn.modules.linear", "Identity"),
+    ("features_extractor_class", "stable_baselines3.common.torch_layers", "NatureCNN"),
+    ("activation_fn", "torch.optim.adam", "Adam"),
+    ("optimizer_class", "torch.nn.modules.activation", "ReLU"),
+]
+
+
+def _swap_class(data: dict, rng: random.Random) -> str:
+    import importlib
+    import pickle
+
+    key, module, name = rng.choice(_SWAPS)
+    cls = getattr(importlib.import_module(module), name)
+    if key == "policy_class":
+        data[key] = {":type:": "<class 'type'>", ":serialized:": base64.b64encode(pickle.dumps(cls)).decode()}
+    else:
+        kwargs = dict(data.get("policy_kwargs") or {}) if isinstance(data.get("policy_kwargs"), dict) else {}
+        kwargs = {k: v for k, v in kwargs.items() if not k.startswith(":")}
+        kwargs[key] = cls
+        data["policy_kwargs"] = {":type:": "<class 'dict'>", ":serialized:": base64.b64encode(pickle.dumps(kwargs)).decode()}
+    return f"{key} = {name}"
+
+
 def mutate(folder: Path, layer: str, rng: random.Random, donors: list[Path]) -> str:
     """Apply one mutation of ``layer`` to the expert in ``folder``; a short description."""
     model = next(folder.glob("*.zip"))
     content = zip_entries(model)
+    if layer in ("weights", "legacy_torch"):
+        name = "policy.pth"
+        if layer == "weights":
+            content[name] = _torch_entry(content[name], lambda state: _weights(state, rng))
+        else:
+            content[name] = _legacy_ints(_torch_entry(content[name], lambda state: None, legacy=True), rng)
+        write_zip(model, content)
+        return f"{layer} of {name}"
     if layer == "zip_bytes":
         model.write_bytes(_flip(model.read_bytes(), rng, rng.choice([1, 4, 16])))
         return "bytes flipped in the zip"
@@ -122,6 +199,11 @@ def mutate(folder: Path, layer: str, rng: random.Random, donors: list[Path]) -> 
         write_zip(model, content)
         return f"bytes flipped in {name}"
     data = json.loads(content["data"])
+    if layer == "classes":
+        description = _swap_class(data, rng)
+        content["data"] = json.dumps(data).encode()
+        write_zip(model, content)
+        return description
     if layer == "json":
         key = rng.choice(sorted(data))
         data[key] = rng.choice(ODD_VALUES)
@@ -175,10 +257,15 @@ signal.signal(signal.SIGALRM, alarm)
 originals = {{}}
 
 def act(folder):
-    if os.path.exists(os.path.join(folder, "learner.txt")):  # one of sb3ext's own checkpoints, through its safe load
-        import sb3ext
+    if os.path.exists(os.path.join(folder, "learner.txt")):  # a learner's checkpoint, through the safe load
+        import importlib, sb3ext
+        from sb3ext.experts.learner import load_learner
         name = open(os.path.join(folder, "learner.txt")).read()
-        actor = getattr(sb3ext, name).load(os.path.join(folder, name + ".zip"))
+        if ":" in name:  # a stock algorithm, as the zoo's train -i loads it
+            module, cls = name.split(":")
+            actor = load_learner(getattr(importlib.import_module(module), cls), os.path.join(folder, cls + ".zip"))
+        else:
+            actor = getattr(sb3ext, name).load(os.path.join(folder, name + ".zip"))
     else:
         actor = load_expert(folder)
     obs = np.linspace(-1, 1, int(np.prod(actor.observation_space.shape))).reshape((1, *actor.observation_space.shape))

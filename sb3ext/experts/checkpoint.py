@@ -332,7 +332,7 @@ def _check_legacy_torch(raw: bytes, where: str) -> None:
         for index in range(4):  # magic number, protocol version, system info, then the object with its storages
             largest = 0  # the largest integer pushed since the last storage: at least its element count
             for opcode, arg, _pos in pickletools.genops(stream):
-                if opcode.name in _INT_PUSHES:
+                if opcode.name in _INT_PUSHES and isinstance(arg, int):
                     if arg < 0:
                         raise UnsafeObjectError(f"{where}: a negative size ({arg}) in its pickle")
                     largest = max(largest, arg)

@@ -18,17 +18,19 @@ from gymnasium import spaces
 from stable_baselines3.common.policies import ActorCriticPolicy, BasePolicy
 
 #: observations drawn per pass (a batch: one forward of each network)
-N_OBSERVATIONS = 8
+N_OBSERVATIONS = 16
 #: a Box dimension with a wider span is drawn as an unbounded one (old gym spaces bound them by +-float32 max)
 MAX_BOUNDED_SPAN = 1e4
 
 
-def draw_observations(space: spaces.Space, rng: np.random.Generator, obs_rms: Any = None, n: int = N_OBSERVATIONS) -> Any:
-    """``n`` observations of ``space``: uniform within finite bounds, else about the normaliser's mean (within three of
-    its standard deviations) or, without one, standard normal; a ``Dict`` space key by key."""
+def draw_observations(space: spaces.Space, rng: np.random.Generator, obs_rms: Any = None, n: int = N_OBSERVATIONS,
+                      reach: float = 10.0, epsilon: float = 1e-8) -> Any:  # fmt: skip
+    """``n`` observations of ``space``: uniform within finite bounds; elsewhere half within three standard deviations
+    of the normaliser's mean (without one: of 0, unit scale) and half across its whole clipping range, ``reach``
+    standard deviations, its ends included; a ``Dict`` space key by key."""
     if isinstance(space, spaces.Dict):
         return {
-            key: draw_observations(sub, rng, obs_rms.get(key) if isinstance(obs_rms, dict) else None, n)
+            key: draw_observations(sub, rng, obs_rms.get(key) if isinstance(obs_rms, dict) else None, n, reach, epsilon)
             for key, sub in space.spaces.items()
         }
     if isinstance(space, spaces.Discrete):
@@ -40,12 +42,17 @@ def draw_observations(space: spaces.Space, rng: np.random.Generator, obs_rms: An
     low = np.broadcast_to(np.asarray(space.low, dtype=np.float64), space.shape)
     high = np.broadcast_to(np.asarray(space.high, dtype=np.float64), space.shape)
     if obs_rms is not None and np.shape(obs_rms.mean) == space.shape:
-        centre, spread = np.asarray(obs_rms.mean, dtype=np.float64), 3 * np.sqrt(np.asarray(obs_rms.var, dtype=np.float64))
+        centre = np.asarray(obs_rms.mean, dtype=np.float64)
+        scale = np.sqrt(np.asarray(obs_rms.var, dtype=np.float64) + epsilon)  # a constant input: its epsilon's scale
     else:
-        centre, spread = np.zeros(space.shape), np.ones(space.shape)
-    drawn = centre + spread * rng.uniform(-1.0, 1.0, size=shape)
-    bounded = np.isfinite(low) & np.isfinite(high) & (high - low <= MAX_BOUNDED_SPAN)  # old gym: +-float32 max
-    drawn = np.where(bounded, low + (high - low) * rng.uniform(0.0, 1.0, size=shape), drawn)
+        centre, scale = np.zeros(space.shape), np.ones(space.shape)
+    spread = np.where(np.arange(n) < n // 2, 3.0, reach).reshape(n, *([1] * len(space.shape)))
+    unit = rng.uniform(-1.0, 1.0, size=shape)
+    unit[-2:] = np.sign(unit[-2:]) * np.array([1.0, -1.0]).reshape(2, *([1] * len(space.shape)))  # the range's ends
+    drawn = centre + spread * scale * unit
+    with np.errstate(over="ignore", invalid="ignore"):
+        bounded = np.isfinite(low) & np.isfinite(high) & (high - low <= MAX_BOUNDED_SPAN)  # old gym: +-float32 max
+        drawn = np.where(bounded, low + (high - low) * rng.uniform(0.0, 1.0, size=shape), drawn)
     drawn = np.clip(drawn, low, high)
     if np.issubdtype(space.dtype, np.integer):
         drawn = np.rint(drawn)
@@ -57,7 +64,7 @@ _DISTRIBUTION_ERROR = re.compile(
 )
 
 
-def _reason(exc: Exception) -> str:
+def policy_error_reason(exc: Exception) -> str:
     """Ours, in a few words: torch's refusal of a distribution's parameters, else the first 160 characters."""
     text = " ".join(str(exc).split())
     match = _DISTRIBUTION_ERROR.search(text)
@@ -94,7 +101,10 @@ def exercise_policy(policy: BasePolicy, where: str, normalization: Any = None, s
     """
     rng = np.random.default_rng(seed)
     obs_rms = getattr(normalization, "obs_rms", None)
-    raw = draw_observations(policy.observation_space, rng, obs_rms)
+    raw = draw_observations(
+        policy.observation_space, rng, obs_rms, reach=float(getattr(normalization, "clip_obs", 10.0)),
+        epsilon=float(getattr(normalization, "epsilon", 1e-8)),
+    )  # fmt: skip
     if obs_rms is not None and isinstance(raw, np.ndarray):
         raw = np.clip(
             (raw - obs_rms.mean) / np.sqrt(obs_rms.var + normalization.epsilon),
@@ -109,7 +119,7 @@ def exercise_policy(policy: BasePolicy, where: str, normalization: Any = None, s
             outputs = _outputs(policy, obs)
     except (ValueError, RuntimeError) as exc:  # torch's distribution checks: a multi-line message
         raise ValueError(
-            f"{where}: refused; its policy cannot act on observations of its own space ({_reason(exc)})"
+            f"{where}: refused; its policy cannot act on observations of its own space ({policy_error_reason(exc)})"
         ) from None
     finally:
         policy.set_training_mode(training)

@@ -53,7 +53,7 @@ from sb3ext.experts.building import (
     trusted_load,
 )
 from sb3ext.experts.checkpoint import is_within
-from sb3ext.experts.exercise import exercise_policy
+from sb3ext.experts.exercise import exercise_policy, policy_error_reason
 from sb3ext.experts.recorded import RecordedLevel, read_record
 from sb3ext.experts.references import (
     ExpertReference,
@@ -488,7 +488,10 @@ class Expert:
                 mean_actions, _, _ = actor.get_action_dist_params(obs)
                 actions = th.tanh(mean_actions).cpu().numpy()
             else:
-                actions = self.policy._predict(obs, deterministic=True).cpu().numpy()
+                try:
+                    actions = self.policy._predict(obs, deterministic=True).cpu().numpy()
+                except ValueError as exc:  # torch's refusal of a distribution (NaN means on this observation)
+                    raise ValueError(f"{self.source}: its policy cannot act here ({policy_error_reason(exc)})") from None
         actions = actions.reshape((-1, *(self.action_space.shape or ())))
         if isinstance(self.action_space, spaces.Box):
             if self.policy.squash_output:

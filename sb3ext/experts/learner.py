@@ -379,8 +379,9 @@ def load_learner(
     try:
         parameters: dict[str, Any] = {"policy": state, **optimizers}
         model.set_parameters(parameters, exact_match=True, device=device)
-    except (ValueError, RuntimeError, KeyError) as exc:
-        raise ValueError(f"{path}: its parameters do not fit the model ({type(exc).__name__}: {str(exc)[:200]})") from None
+    except (ValueError, RuntimeError, KeyError, AttributeError, TypeError) as exc:  # an optimizer the model has not
+        reason = " ".join(str(exc).split())[:200]
+        raise ValueError(f"{path}: its parameters do not fit the model ({type(exc).__name__}: {reason})") from None
     load_variables(model, variables, f"{path} [{variables_entry}]")
     exercise_policy(model.policy, str(path))
     return model
