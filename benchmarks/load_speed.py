@@ -1,10 +1,11 @@
 """A learner's safe load against SB3's own: ``python -m benchmarks.load_speed`` (writes
 ``docs/benchmarks/load_speed.md``).
 
-Each sb3ext algorithm is built, trained for one iteration and saved; the same file is then loaded alternately by its
-default ``load`` (safe: the checked fields, no unpickling, see ``docs/experts.md``) and by SB3's ``load``
-(``trust_remote_code=True``), several times each, on one torch thread. The page reports the median seconds of each
-and their ratio; the promise is a ratio of at most 2.
+Each sb3ext algorithm, and stock PPO and SAC, is built, trained for one iteration and saved; the same file is then
+loaded alternately by the safe load (sb3ext's default ``load``; for a stock algorithm, what ``rl_zoo3.train -i`` uses:
+the checked fields, no unpickling, the policy exercised once; see ``docs/experts.md``) and by SB3's ``load``, several
+times each, on one torch thread. The page reports the median seconds of each and their ratio; the promise is a ratio
+of at most 2.
 """
 
 from __future__ import annotations
@@ -57,6 +58,11 @@ def _cases() -> list[tuple[str, Callable[[], Any]]]:
         env = VecFrameStack(make_atari_env("PongNoFrameskip-v4", n_envs=2, seed=0), n_stack=4)
         return KLPPO("CnnPolicy", env, n_steps=32, batch_size=64, seed=0).learn(64)
 
+    def stock(cls: type, **kwargs: Any) -> Callable[[], Any]:
+        return lambda: cls("MlpPolicy", make_vec_env("Pendulum-v1", n_envs=1, seed=0), seed=0, **kwargs).learn(256)
+
+    from stable_baselines3 import PPO, SAC
+
     return [
         ("AggreVaTeD, Pendulum-v1, 64-64", aggrevated_mlp),
         ("AggreVaTeD, Pendulum-v1, 256-256", aggrevated_big),
@@ -64,7 +70,22 @@ def _cases() -> list[tuple[str, Callable[[], Any]]]:
         ("RPO, Pendulum-v1, 64-64", ppo_variant(RPO)),
         ("TanhPPO, Pendulum-v1, 64-64", ppo_variant(TanhPPO)),
         ("KLPPO, Pong, NatureCNN", klppo_atari),
+        ("PPO (stock, train -i), Pendulum-v1, 64-64", stock(PPO, n_steps=64)),
+        ("SAC (stock, train -i), Pendulum-v1, 256-256", stock(SAC, buffer_size=1024, learning_starts=128)),
     ]
+
+
+def _loaders(cls: type) -> dict[bool, Callable[[Path], Any]]:
+    """The safe load (False) and SB3's own (True) of a class: sb3ext's ``load`` with and without trust; for a stock
+    class, sb3ext's learner loader (``rl_zoo3.train -i``) against the class's own ``load``."""
+    from sb3ext.algos.loading import SafeLoad
+    from sb3ext.experts.learner import load_learner
+
+    if issubclass(cls, SafeLoad):
+        return {
+            trusted: (lambda path, t=trusted: cls.load(path, device="cpu", trust_remote_code=t)) for trusted in (False, True)
+        }
+    return {False: lambda path: load_learner(cls, path, device="cpu"), True: lambda path: cls.load(path, device="cpu")}
 
 
 def measure(repeats: int) -> list[dict[str, Any]]:
@@ -77,12 +98,12 @@ def measure(repeats: int) -> list[dict[str, Any]]:
             model = build()
             path = Path(folder) / "model.zip"
             model.save(path)
-            cls = type(model)
+            loaders = _loaders(type(model))
             times: dict[bool, list[float]] = {False: [], True: []}
             for _ in range(repeats):
                 for trusted in (False, True):  # alternate, so drift in the machine's speed hits both alike
                     start = time.perf_counter()
-                    cls.load(path, device="cpu", trust_remote_code=trusted)
+                    loaders[trusted](path)
                     times[trusted].append(time.perf_counter() - start)
             safe, sb3 = statistics.median(times[False]), statistics.median(times[True])
             rows.append({"case": label, "size_kb": path.stat().st_size / 1024, "safe": safe, "sb3": sb3})
