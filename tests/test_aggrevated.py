@@ -932,8 +932,9 @@ def test_yaml_keys_are_constructor_arguments() -> None:
     for env_id, entry in entries.items():
         unknown = set(entry) - allowed - ZOO_KEYS
         assert not unknown, f"{env_id}: {unknown} are not AggreVaTeD arguments"
-        # the zoo's `atari` key serves every ALE game without an entry of its own: the expert comes from the user
-        assert ("expert" in entry) == (env_id != "atari"), env_id
+        # the zoo's `atari` and `default` keys serve every game or env without an entry: the expert comes from the user
+        assert ("expert" in entry) == (env_id not in ("atari", "default")), env_id
+    assert {"default", *required, "Ant-v4", "Ant-v5"} <= set(entries)
 
 
 def test_discrete_runs_with_the_real_dqn_expert() -> None:

@@ -43,7 +43,7 @@ from stable_baselines3.common.base_class import BaseAlgorithm
 from stable_baselines3.common.policies import ActorCriticPolicy
 
 from sb3ext.common.serialization import LiteralTooComplex, UnsafeObjectError, safe_literal_eval
-from sb3ext.experts.adapters import observation_adapter
+from sb3ext.experts.adapters import ZeroedTail, observation_adapter
 from sb3ext.experts.building import (
     Normalization,
     algo_of,
@@ -259,6 +259,10 @@ class Expert:
     """
 
     env_id: str | None = None
+    #: rebuilds the observations it was trained on from the current env's (None: it reads them as they are)
+    adapter: ZeroedTail | None = None
+    #: its own recorded level where it was trained (None: unknown)
+    recorded: RecordedLevel | None = None
 
     def __init__(
         self,
@@ -292,7 +296,6 @@ class Expert:
             self.kind = VALUE_ONLY
         else:  # ARS: a deterministic policy, no critic
             self.kind = POLICY_ONLY
-        #: rebuilds the observations it was trained on from the current env's (None: it reads them as they are)
         self.adapter = observation_adapter(env_id, self.observation_space)
 
     # ------------------------------------------------------------------ description
