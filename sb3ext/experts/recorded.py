@@ -90,7 +90,7 @@ def beyond_noise(recorded: RecordedLevel, mean: float, std: float, episodes: int
     gap = abs(recorded.mean - mean)
     se_recorded = recorded.std / math.sqrt(max(recorded.episodes, 1))
     se_here = std / math.sqrt(max(episodes, 1))
-    return gap > max(recorded.std, 1e-6 * max(1.0, abs(recorded.mean))) and gap > 3 * math.hypot(se_recorded, se_here)
+    return gap > max(recorded.std, 1e-3 * max(1.0, abs(recorded.mean))) and gap > 3 * math.hypot(se_recorded, se_here)
 
 
 def far_below(recorded: RecordedLevel, returns: Any) -> bool:
