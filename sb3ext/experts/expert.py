@@ -43,7 +43,7 @@ from stable_baselines3.common.base_class import BaseAlgorithm
 from stable_baselines3.common.policies import ActorCriticPolicy
 
 from sb3ext.common.serialization import LiteralTooComplex, UnsafeObjectError, safe_literal_eval
-from sb3ext.experts.adapters import ZeroedTail, observation_adapter
+from sb3ext.experts.adapters import ContactLayout, observation_adapter
 from sb3ext.experts.building import (
     Normalization,
     algo_of,
@@ -260,7 +260,7 @@ class Expert:
 
     env_id: str | None = None
     #: rebuilds the observations it was trained on from the current env's (None: it reads them as they are)
-    adapter: ZeroedTail | None = None
+    adapter: ContactLayout | None = None
     #: its own recorded level where it was trained (None: unknown)
     recorded: RecordedLevel | None = None
 
@@ -296,7 +296,7 @@ class Expert:
             self.kind = VALUE_ONLY
         else:  # ARS: a deterministic policy, no critic
             self.kind = POLICY_ONLY
-        self.adapter = observation_adapter(env_id, self.observation_space)
+        self.adapter = observation_adapter(env_id, self.observation_space, getattr(normalization, "obs_rms", None))
 
     # ------------------------------------------------------------------ description
     @property
