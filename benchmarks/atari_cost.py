@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 import yaml
 
-from benchmarks.report import command_of, page_parser
+from benchmarks.report import command_of, page_head, page_parser
 
 GAME = "PongNoFrameskip-v4"
 #: the zoo keys of the entry, not constructor arguments
@@ -86,12 +86,11 @@ def _timing_recorder() -> type:
 
 def write_page(rows: list[dict[str, float | str]], command: str, out: Path) -> None:
     lines = [
-        "# AggreVaTeD on Atari: where the time goes (CPU)",
-        "",
-        f"Made by `{command}` on {platform.processor() or platform.machine()}, one torch thread.",
-        "",
-        __doc__.split("\n\n", 1)[1].strip(),
-        "",
+        *page_head(
+            "AggreVaTeD on Atari: where the time goes (CPU)",
+            f"Made by `{command}` on {platform.processor() or platform.machine()}, one torch thread.",
+            __doc__,
+        ),  # fmt: skip
         "| algorithm | env steps / s | roll-in (s) | of which the expert (s) | re-scoring (s) | update (s) |",
         "|---|---|---|---|---|---|",
     ]

@@ -16,7 +16,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from benchmarks.report import command_of, page_parser, recorded_level
+from benchmarks.report import command_of, page_head, page_parser, recorded_level
 from benchmarks.suite import ROOT, Task, experts_folder, load_suites
 
 #: the harness's protocol for an expert no suite uses
@@ -115,12 +115,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     table, why = rows(ROOT / "docs" / "benchmarks" / "runs" / "experts.json")
     lines = [
-        "# Every shared expert: recorded and here",
-        "",
-        f"Made by `{command_of('benchmarks.experts_page', argv)}`.",
-        "",
-        __doc__.split("\n\n", 1)[1].strip(),
-        "",
+        *page_head(
+            "Every shared expert: recorded and here", f"Made by `{command_of('benchmarks.experts_page', argv)}`.", __doc__
+        ),
         "Recorded and here: mean ± standard deviation of the episode returns (episodes in brackets).",
         "",
         *table,

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from benchmarks.report import command_of, page_parser
+from benchmarks.report import command_of, page_head, page_parser
 from benchmarks.suite import experts_folder
 
 #: the promise of issue 46: a learner's safe load takes at most twice SB3's time
@@ -113,14 +113,12 @@ def measure(repeats: int) -> list[dict[str, Any]]:
 
 def write_page(rows: list[dict[str, Any]], command: str, repeats: int, out: Path) -> None:
     worst = max(row["safe"] / row["sb3"] for row in rows)
-    lines = [
-        "# A learner's safe load against SB3's load",
-        "",
+    made_by = (
         f"Made by `{command}` on {platform.processor() or platform.machine()}, one torch thread, "
-        f"the median of {repeats} loads each, alternating.",
-        "",
-        __doc__.split("\n\n", 1)[1].strip(),
-        "",
+        f"the median of {repeats} loads each, alternating."
+    )
+    lines = [
+        *page_head("A learner's safe load against SB3's load", made_by, __doc__),
         "| checkpoint | zip (kB) | safe load (ms) | SB3 load (ms) | ratio |",
         "|---|---|---|---|---|",
     ]

@@ -371,6 +371,12 @@ def write_page(suite: Suite, work: Path, out: Path) -> Path:
     return page
 
 
+def page_head(title: str, made_by: str, doc: str) -> list[str]:
+    """A one-page measurement's first lines: its title, the line that says what made it, and its module's description
+    (the docstring after its first paragraph)."""
+    return [f"# {title}", "", made_by, "", doc.split("\n\n", 1)[1].strip(), ""]
+
+
 def page_parser(module: str, doc: str, page: str) -> argparse.ArgumentParser:
     """The command line of a one-page measurement (``python -m benchmarks.<module>``), with ``--out`` defaulting to
     ``docs/benchmarks/<page>``."""
