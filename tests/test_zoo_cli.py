@@ -131,6 +131,21 @@ def test_ppo_variants_train_and_enjoy_through_the_zoo(wheel_venv: FreshVenv, tmp
     assert "Episode Reward" in enjoy.stdout
 
 
+def test_tensorboard_logs_aggrevateds_metrics_through_the_zoo(wheel_venv: FreshVenv, tmp_path: Path) -> None:
+    """TensorBoard comes with the install: ``--tensorboard-log`` works and the event file holds AggreVaTeD's own
+    metrics."""
+    wheel_venv.run(
+        "-m", "rl_zoo3.train", "--algo", "aggrevated", "--env", "Pendulum-v1", "-f", "logs", "-n", "256", "--seed", "0",
+        "--eval-freq", "-1", "--tensorboard-log", "tb", "--hyperparams", "expert:'shipped:sac/Pendulum-v1_1'",
+        "n_steps:16", cwd=tmp_path,
+    )  # fmt: skip
+    events = list((tmp_path / "tb").rglob("events.out.tfevents.*"))
+    assert events, sorted(p.name for p in (tmp_path / "tb").rglob("*"))
+    content = b"".join(path.read_bytes() for path in events)
+    for tag in (b"train/q_gap", b"rollout/beta"):
+        assert tag in content, tag
+
+
 @pytest.mark.parametrize(
     "algo,env_id,expert",
     [
