@@ -394,11 +394,13 @@ class SafeReplayLoad:
         from stable_baselines3.common.utils import check_for_correct_spaces
 
         from sb3ext.experts.building import build_expert_model
+        from sb3ext.experts.exercise import exercise_policy
         from sb3ext.experts.references import trust_from_environment
 
         if trust_from_environment():
             return self.algo_class.load(path, env=env, device=device, custom_objects=custom_objects, **kwargs)
         model = build_expert_model(Path(path), "cpu" if device == "auto" else device)
+        exercise_policy(model.policy, str(path))
         if not isinstance(model, self.algo_class) and not issubclass(self.algo_class, type(model)):
             raise ValueError(f"{path}: a {type(model).__name__} checkpoint; --algo asked for {self.algo_class.__name__}")
         if env is not None:
