@@ -72,8 +72,9 @@ def test_the_ppo_ant_expert_holds_its_recorded_level_on_ant_v5() -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("error", UserWarning)  # no "far below its recorded level" warning
         warnings.filterwarnings("ignore", "Expert .* was trained on Ant-v3 and now acts on Ant-v5")
-        returns, _ = episode_returns("Ant-v5", expert, 5, 50_000, expert.make_env)
-    assert np.median(returns) > 1000
+        returns, _ = episode_returns("Ant-v5", expert, 10, 50_000, expert.make_env)
+    # 1,339 ± 422 per episode here (30 episodes): a 10-episode mean under 900 is 3 standard errors off; crippled: ~560
+    assert np.mean(returns) > 900
 
 
 def test_a_recorded_level_reads_the_last_zoo_evaluation_and_a_hub_model_card(tmp_path: Path) -> None:
