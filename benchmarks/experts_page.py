@@ -96,7 +96,7 @@ def rows(cache: Path) -> tuple[list[str], list[str]]:
         else:
             refs, episodes, task = measure(folder, cache), EPISODES, None
             env, where = refs["env"], "measured here (no suite uses it)"
-        recorded = recorded_level(Task(folder, env, {}, expert=folder), Path("."))
+        recorded = recorded_level(str(experts_folder() / folder))
         differs = "" if recorded is None else "no"
         if recorded is not None and beyond_noise(recorded, refs["expert"], refs["expert_std"], episodes):
             differs = "above" if refs["expert"] > recorded.mean else "below"

@@ -198,16 +198,16 @@ def summary_table(suite: Suite, refs: dict[str, dict[str, Any]], results: dict[s
     return lines
 
 
-def recorded_level(task: Task, work: Path) -> Any:
-    """The task's expert's own recorded level (``sb3ext.experts.recorded``), None where it has none."""
+def recorded_level(reference: str | None) -> Any:
+    """The own recorded level (``sb3ext.experts.recorded``) of the expert at a local reference (a task's
+    ``expert_reference``), None where it has none."""
     from sb3ext.experts import find_expert_files
     from sb3ext.experts.recorded import read_record
 
+    if reference is None or reference.startswith("shipped:"):
+        return None
     try:
-        reference = task.expert_reference(work)
-        return (
-            None if reference is None or reference.startswith("shipped:") else read_record(find_expert_files(reference).record)
-        )
+        return read_record(find_expert_files(reference).record)
     except (ValueError, OSError):
         return None
 
@@ -221,7 +221,10 @@ def experts_table(suite: Suite, refs: dict[str, dict[str, Any]], work: Path) -> 
     why = []
     for task in suite.tasks.values():
         here = refs.get(task.name, {})
-        recorded = recorded_level(task, work)
+        try:
+            recorded = recorded_level(task.expert_reference(work))
+        except ValueError:  # an expert trained in the work dir, not there now
+            recorded = None
         if task.expert is None or "expert" not in here:
             continue
         recorded_cell = "—" if recorded is None else f"{recorded.mean:,.1f} ± {recorded.std:,.1f} ({recorded.episodes})"
