@@ -24,7 +24,7 @@ import yaml
 
 from benchmarks import games
 from benchmarks.games import is_atari, scored_env
-from benchmarks.suite import IMITATION_METHODS, ROOT, Job, Task
+from benchmarks.suite import IMITATION_METHODS, ROOT, Job, Method, Task, entry_entries
 
 #: imitation 1.0.1 pins SB3 2.2 and gymnasium 0.29: its own venv, built on first use
 IMITATION_PINS = ["imitation==1.0.1", "numpy<2", "pandas<3", "pyarrow<18", "datasets<3", "gymnasium[box2d]"]
@@ -164,9 +164,15 @@ def measure_again(task: Task, episodes: int, seed: int, cache: Path) -> tuple[di
     return cached, fresh
 
 
-def zoo_conf(algo: str, task: Task, folder: Path) -> list[str]:
-    """``--conf-file`` arguments for a from-scratch zoo algorithm on an env the zoo lists under another id
-    (``zoo_entry``: its ``-v4`` entry for a ``-v5`` env), copied under the task's id; none otherwise."""
+def zoo_conf(method: Method, task: Task, folder: Path) -> list[str]:
+    """``--conf-file`` arguments, an entry copied under the task's id: the method's own ``entry`` from a file under
+    ``benchmarks/``; else, for a from-scratch zoo algorithm on an env the zoo lists under another id (``zoo_entry``:
+    its ``-v4`` entry for a ``-v5`` env), the zoo's; none otherwise."""
+    algo = method.algo
+    if method.entry is not None:
+        path = folder / "entry.yml"
+        path.write_text(yaml.safe_dump({task.env: entry_entries(f"method {method.name}", method.entry)}))
+        return ["--conf-file", str(path)]
     if task.zoo_entry is None or algo in ("aggrevated", "dagger"):
         return []
     import rl_zoo3
@@ -189,7 +195,7 @@ def zoo_train(job: Job, folder: Path) -> dict[str, Any]:
         shutil.rmtree(folder)
     folder.mkdir(parents=True)
     method, task = job.method, job.task
-    conf = zoo_conf(method.algo, task, folder)
+    conf = zoo_conf(method, task, folder)
     n_envs = probe_n_envs(task, method.algo, conf)
     callback = (
         "callback:[{'stable_baselines3.common.callbacks.CheckpointCallback': "

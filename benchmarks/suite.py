@@ -35,7 +35,7 @@ TASK_KEYS = {
     "seeds",
     "as_trained",
 }
-METHOD_KEYS = {"algo", "budget", "save_every", "hyperparams", "net_arch", "seeds"}
+METHOD_KEYS = {"algo", "budget", "save_every", "hyperparams", "net_arch", "seeds", "entry"}
 
 
 class SuiteError(ValueError):
@@ -58,6 +58,7 @@ class Method:
     hyperparams: tuple[str, ...] = ()
     net_arch: tuple[int, ...] = (64, 64)
     seeds: tuple[int, ...] | None = None  # this method's seeds, where they differ from its task's
+    entry: str | None = None  # "<file>:<name>": its zoo entry from a YAML file under benchmarks/, not the zoo's own
 
     @property
     def imitation(self) -> bool:
@@ -183,8 +184,24 @@ def _method(where: str, name: str, spec: Any) -> Method:
     if not isinstance(hyperparams, list) or not all(isinstance(h, str) and ":" in h for h in hyperparams):
         raise SuiteError(f"{where}.hyperparams: expected a list of zoo 'key:value' strings, got {hyperparams!r}")
     net_arch = tuple(_positive_int(f"{where}.net_arch", n) for n in spec.get("net_arch", [64, 64]))
+    entry = spec.get("entry")
+    if entry is not None:
+        entry_entries(where, str(entry))
     return Method(name, str(spec.get("algo", name)), budget, save_every, tuple(hyperparams), net_arch,
-                  _seeds(where, spec))  # fmt: skip
+                  _seeds(where, spec), None if entry is None else str(entry))  # fmt: skip
+
+
+def entry_entries(where: str, entry: str) -> dict[str, Any]:
+    """A method's ``entry`` (``<file>:<name>``, the file under ``benchmarks/``): that entry of the file, checked."""
+    file, _, name = entry.partition(":")
+    path = Path(__file__).parent / file
+    if not name or not file.endswith(".yml") or not path.is_file():
+        raise SuiteError(f"{where}.entry: {entry!r}; allowed: '<file>:<name>', a .yml file under benchmarks/")
+    entries = yaml.safe_load(path.read_text()) or {}
+    if not isinstance(entries.get(name), dict):
+        allowed = sorted(k for k in entries if not str(k).startswith("."))
+        raise SuiteError(f"{where}.entry: {path.name} has no entry {name!r}; allowed: {allowed}")
+    return dict(entries[name])
 
 
 def _seeds(where: str, spec: dict[str, Any]) -> tuple[int, ...] | None:

@@ -50,7 +50,7 @@ def test_every_zoo_method_of_every_suite_finds_the_entry_the_zoo_will_use(tmp_pa
                 if not method.imitation:
                     folder = tmp_path / suite.name / task.name.replace("/", "-") / method.name
                     folder.mkdir(parents=True)
-                    assert probe_n_envs(task, method.algo, zoo_conf(method.algo, task, folder)) >= 1
+                    assert probe_n_envs(task, method.algo, zoo_conf(method, task, folder)) >= 1
     assert probe_n_envs(load_suites()["atari"].tasks["Breakout"], "ppo", []) == 8
 
 

@@ -147,6 +147,15 @@ def test_klppo_adapts_beta_from_the_measured_kl(learning_rate: float, expected: 
     assert model.logger.name_to_value["train/kl_coef"] == 1.0  # the coefficient used in that update
 
 
+@pytest.mark.parametrize("learning_rate", [1e-6, 3e-2])
+def test_klppo_fixed_beta_stays_fixed(learning_rate: float) -> None:
+    """kl_target=None: the paper's fixed KL penalty; the KL is still measured and logged, beta never moves."""
+    model = KLPPO("MlpPolicy", "Pendulum-v1", learning_rate=learning_rate, kl_coef=3.0, kl_target=None, seed=0, **SMALL)
+    model.learn(64)
+    assert model.logger.name_to_value["train/kl"] > 0
+    assert model.kl_coef == 3.0 and model.logger.name_to_value["train/kl_coef"] == 3.0
+
+
 def test_klppo_clipping_is_optional() -> None:
     unclipped = KLPPO("MlpPolicy", "Pendulum-v1", seed=0, **SMALL)
     assert unclipped.clip_range is None

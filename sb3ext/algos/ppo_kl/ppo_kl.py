@@ -43,7 +43,8 @@ class KLPPO(SafeLoad, OnPolicyAlgorithm):
         L(theta) = E[ r_t(theta) A_t - beta KL[pi_old(.|s_t), pi_theta(.|s_t)] ]
 
     After each update, d = E[KL] over the whole rollout is measured with the updated policy and beta is
-    halved when d < d_targ / 1.5 and doubled when d > 1.5 d_targ. With ``clip_range`` set, the clipped
+    halved when d < d_targ / 1.5 and doubled when d > 1.5 d_targ (``kl_target=None``: beta stays fixed, the
+    paper's fixed KL penalty). With ``clip_range`` set, the clipped
     surrogate of PPO (section 3) is used instead of r_t A_t ("clipping on top"); with ``kl_coef=0`` (it
     then stays 0) and a ``clip_range`` this is exactly stock PPO.
 
@@ -70,7 +71,8 @@ class KLPPO(SafeLoad, OnPolicyAlgorithm):
     :param vf_coef: Value function coefficient for the loss calculation
     :param max_grad_norm: The maximum value for the gradient clipping
     :param kl_coef: Initial KL coefficient beta (>= 0; 0 keeps it 0: no penalty)
-    :param kl_target: Target KL divergence d_targ per update (> 0)
+    :param kl_target: Target KL divergence d_targ per update (> 0), or None for a fixed beta (the paper's "fixed
+        KL penalty" of Table 1)
     :param kl_tolerance: beta changes when d leaves [d_targ / kl_tolerance, d_targ * kl_tolerance] (> 1; paper: 1.5)
     :param kl_factor: beta is divided or multiplied by this factor (> 1; paper: 2)
     :param target_kl: Optional early stopping of the epochs on the approximate KL, as in PPO (default: off)
@@ -104,7 +106,7 @@ class KLPPO(SafeLoad, OnPolicyAlgorithm):
         vf_coef: float = 0.5,
         max_grad_norm: float = 0.5,
         kl_coef: float = 1.0,
-        kl_target: float = 0.01,
+        kl_target: float | None = 0.01,
         kl_tolerance: float = 1.5,
         kl_factor: float = 2.0,
         target_kl: float | None = None,
@@ -177,12 +179,12 @@ class KLPPO(SafeLoad, OnPolicyAlgorithm):
     def _setup_model(self) -> None:
         for name, value, allowed in (
             ("kl_coef", self.kl_coef, self.kl_coef >= 0),
-            ("kl_target", self.kl_target, self.kl_target > 0),
+            ("kl_target", self.kl_target, self.kl_target is None or self.kl_target > 0),
             ("kl_tolerance", self.kl_tolerance, self.kl_tolerance > 1),
             ("kl_factor", self.kl_factor, self.kl_factor > 1),
         ):
             if not allowed:
-                raise invalid("KLPPO", name, value, "kl_coef >= 0, kl_target > 0, kl_tolerance > 1, kl_factor > 1")
+                raise invalid("KLPPO", name, value, "kl_coef >= 0, kl_target None or > 0, kl_tolerance > 1, kl_factor > 1")
         if isinstance(self.observation_space, spaces.Dict):
             raise invalid("KLPPO", "observation_space", self.observation_space, "Box, Discrete, ... (no Dict)")
         if int(self.batch_size) != self.batch_size or self.batch_size < (2 if self.normalize_advantage else 1):
@@ -310,7 +312,8 @@ class KLPPO(SafeLoad, OnPolicyAlgorithm):
         # d = E[KL(old || new)] over the rollout with the updated policy, then the paper's beta rule
         kl = self._rollout_kl()
         kl_coef_used = self.kl_coef
-        self.kl_coef = adapt_kl_coef(self.kl_coef, kl, self.kl_target, self.kl_tolerance, self.kl_factor)
+        if self.kl_target is not None:
+            self.kl_coef = adapt_kl_coef(self.kl_coef, kl, self.kl_target, self.kl_tolerance, self.kl_factor)
 
         # Logs
         self.logger.record("train/entropy_loss", np.mean(entropy_losses))
