@@ -27,7 +27,7 @@ from stable_baselines3.common.env_util import make_vec_env
 from stable_baselines3.common.vec_env import VecNormalize
 
 from sb3ext import AggreVaTeD
-from sb3ext.algos.aggrevated.estimators import surrogate_terms
+from sb3ext.algos.aggrevated.losses import surrogate_terms
 from sb3ext.algos.aggrevated.shaped_rl import shaped_scores
 from sb3ext.common.ppo import actor_critic_parameters
 

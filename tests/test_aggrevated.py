@@ -24,7 +24,8 @@ from stable_baselines3.common.vec_env import VecNormalize
 from sb3ext.algos.aggrevated import AggreVaTeD, MatchedDAgger
 from sb3ext.algos.aggrevated.aggrevated import expected_advantages, leave_one_out_advantages
 from sb3ext.algos.aggrevated.buffers import ExpertActionMemory, StateAggregationBuffer
-from sb3ext.algos.aggrevated.estimators import critic_signal_and_noise, surrogate_terms
+from sb3ext.algos.aggrevated.estimators import critic_signal_and_noise
+from sb3ext.algos.aggrevated.losses import surrogate_terms
 from sb3ext.algos.aggrevated.rollin import PromisedReturns
 from sb3ext.common.resources import hyperparams_path
 from sb3ext.experts import load_expert
@@ -259,29 +260,37 @@ def test_promised_returns_compare_each_episodes_discounted_return_with_v_star_at
     tracker.start(np.array([True, True]), np.array([3.0, 10.0]))
     tracker.step(np.array([2.0, 0.0]), np.array([False, False]))
     tracker.step(np.array([2.0, 0.0]), np.array([True, False]))  # env 0: 2 + 0.5 * 2 = 3, as promised
-    assert list(tracker.finished) == [(3.0, 3.0)]
+    assert list(tracker.finished) == [(0, 3.0, 3.0)]  # (its running number, V*(s0), return)
     assert tracker.shortfall() is None  # 1 of 4 episodes: too few to tell
     tracker.start(np.array([True, False]), np.array([3.0]))
     tracker.step(np.array([2.0, 0.0]), np.array([True, True]))  # env 0: 2 of 3; env 1: 0 of 10
-    assert list(tracker.finished) == [(3.0, 3.0), (3.0, 2.0), (10.0, 0.0)]
+    assert list(tracker.finished) == [(0, 3.0, 3.0), (2, 3.0, 2.0), (1, 10.0, 0.0)]
     assert tracker.shortfall() == pytest.approx((0 + 1 + 10) / 3 / ((3 + 3 + 10) / 3))
+    tracker.start(np.array([True, True]), np.array([4.0, 4.0]))  # episodes 3 and 4
+    mark = tracker.n_started  # a reader that judges only the episodes from here on
+    tracker.step(np.array([0.0, 0.0]), np.array([True, False]))
+    assert tracker.shortfall(since=mark) is None and tracker.shortfall() is not None  # it began before the mark
     tracker.start(np.array([True, False]), np.array([4.0]))
-    tracker.restart()  # the episode under way began before: not compared either
-    tracker.step(np.array([0.0, 0.0]), np.array([True, True]))
-    assert len(tracker.finished) == 0 and tracker.shortfall() is None
+    tracker.step(np.array([4.0, 0.0]), np.array([True, True]))
+    assert tracker.shortfall(since=mark) is None  # 1 of 4 since the mark: too few
+    for _ in range(2):
+        tracker.start(np.array([True, True]), np.array([4.0, 4.0]))
+        tracker.step(np.array([4.0, 0.0]), np.array([True, True]))
+    assert tracker.shortfall(since=mark) == pytest.approx((0 + 4 + 0 + 4) / 4 / 4)  # the latest 4 since the mark
+    assert len(tracker.finished) == 4 + 2  # enough for the latest 4 begun after any mark, with 2 envs straddling it
 
 
 class _FixedShortfall:
-    """Stands in for the roll-in's PromisedReturns: a given shortfall, and whether it was restarted."""
+    """Stands in for the roll-in's PromisedReturns: a given shortfall from any episode on; what was asked is noted."""
+
+    n_started = 7
 
     def __init__(self, shortfall: float | None):
-        self.value, self.restarts = shortfall, 0
+        self.value, self.asked = shortfall, []
 
-    def shortfall(self) -> float | None:
+    def shortfall(self, since: int = 0) -> float | None:
+        self.asked.append(since)
         return self.value
-
-    def restart(self) -> None:
-        self.restarts += 1
 
 
 @pytest.mark.parametrize(
@@ -302,16 +311,14 @@ def test_a_low_critic_signal_warns_without_fallback_only_once_later_episodes_get
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         model._check_critic_signal({**low, "critic_snr": th.tensor(1.5)})  # a clear signal: nothing happens
-        assert tracker.restarts == 0 and not caught
+        assert model._low_signal.since is None and not caught
         model._check_critic_signal(low)  # the first low ratio
-        assert tracker.restarts == (0 if fallback else 1)
+        assert model._low_signal.since == (None if fallback else (tracker, 7))  # the episodes from here on
         assert bool(caught) == fallback
         model._check_critic_signal(low)  # later: the returns since then decide
     assert sum("barely separates" in str(w.message) for w in caught) == int(warns)
     assert (model.low_signal_iteration is not None) == fallback
-    assert tracker.restarts == (0 if fallback else 1)
-    if shortfall is not None:
-        assert model.logger.name_to_value["train/return_shortfall"] == shortfall
+    assert tracker.asked == ([] if fallback else [7])  # only the episodes that began after the first low ratio
 
 
 @pytest.mark.parametrize("fallback", [False, True])
@@ -329,13 +336,13 @@ def test_a_critic_that_rates_the_learner_at_the_experts_level_is_judged_by_the_r
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         model._check_critic_signal({"q_gap": th.tensor(0.3)})  # the critic still prefers the expert: nothing happens
-        assert tracker.restarts == 0
+        assert model._low_signal.since is None
         model._check_critic_signal({"q_gap": th.tensor(-0.1)})  # the gap closes: the episodes from here on decide
-        assert tracker.restarts == 1 and not caught and model.low_signal_iteration is None
+        assert model._low_signal.since == (tracker, 7) and not caught and model.low_signal_iteration is None
         model._check_critic_signal({"q_gap": th.tensor(-0.1)})
     assert sum("breaks its promise" in str(w.message) for w in caught) == int(distrusted)
     assert (model.low_signal_iteration is not None) == (fallback and distrusted)
-    assert tracker.restarts == 1
+    assert tracker.asked == [7]
 
 
 def test_low_signal_fallback_clones_the_expert_from_the_first_low_signal_iteration() -> None:

@@ -116,15 +116,15 @@ def test_the_reinforcement_term_starts_from_the_policy_that_sampled_its_steps() 
     the policy (after it, the ratio was off from the first minibatch and the KL stop fired at once on Hardcore)."""
     learner = bandit_learner(rl_coef=1.0, expert_value=0.5)
     gaps: list[float] = []
-    reinforce = learner._reinforce
+    reinforce = learner._reinforcement._passes
 
-    def checked(obs, scores, *args, **kwargs):
+    def checked(model, obs, scores, *args, **kwargs):
         with th.no_grad():
             log_prob = learner.policy.get_distribution(obs).log_prob(scores.actions[0])
         gaps.append(float((log_prob - scores.log_prob_old[0]).abs().max()))
-        return reinforce(obs, scores, *args, **kwargs)
+        return reinforce(model, obs, scores, *args, **kwargs)
 
-    learner._reinforce = checked  # type: ignore[method-assign]
+    learner._reinforcement._passes = checked  # type: ignore[method-assign]
     learner.learn(640)
     assert len(gaps) >= 5, gaps
     assert max(gaps) < 1e-4, gaps
@@ -137,7 +137,7 @@ def test_a_weaned_imitation_leaves_the_policy_to_the_reinforcement_term() -> Non
     actor = [p for name, p in learner.policy.named_parameters() if "value" not in name]
     after_term: list[list[th.Tensor]] = []
     moved: list[float] = []
-    reinforce, train = learner._reinforce, learner.train
+    reinforce, train = learner._reinforcement._passes, learner.train
 
     def recorded(*args, **kwargs):
         reinforce(*args, **kwargs)
@@ -149,7 +149,7 @@ def test_a_weaned_imitation_leaves_the_policy_to_the_reinforcement_term() -> Non
         if after_term and learner.logger.name_to_value.get("train/imitation_weight") == 0.0:
             moved.append(max(float((p - q).abs().max()) for p, q in zip(actor, after_term[0], strict=True)))
 
-    learner._reinforce = recorded  # type: ignore[method-assign]
+    learner._reinforcement._passes = recorded  # type: ignore[method-assign]
     learner.train = checked  # type: ignore[method-assign]
     learner.learn(960)
     assert len(moved) >= 5, moved
@@ -198,17 +198,17 @@ def test_the_reinforcement_terms_trust_region_shrinks_with_a_roll_in_smaller_tha
     learner.target_kl, learner.n_epochs, learner.batch_size = 0.5, 30, 640
     learner.clip_range = lambda _: 10.0
     moves: list[float] = []
-    reinforce = learner._reinforce
+    reinforce = learner._reinforcement._passes
 
-    def measured(obs, *args, **kwargs):
+    def measured(model, obs, *args, **kwargs):
         with th.no_grad():
             before = learner.policy.get_distribution(obs).distribution
-        reinforce(obs, *args, **kwargs)
+        reinforce(model, obs, *args, **kwargs)
         with th.no_grad():
             after = learner.policy.get_distribution(obs).distribution
         moves.append(float(th.distributions.kl_divergence(before, after).sum(-1).mean()))
 
-    learner._reinforce = measured  # type: ignore[method-assign]
+    learner._reinforcement._passes = measured  # type: ignore[method-assign]
     learner.learn(1600)
     assert len(moves) >= 10, moves
     assert max(moves) < 0.3, moves  # 0.13 here; with the limit at 0.5, the first pass moved the learner by 1.2

@@ -7,7 +7,6 @@ import math
 import os
 import time
 import warnings
-from collections.abc import Sequence
 from typing import Any, ClassVar, TypeVar
 
 import numpy as np
@@ -29,19 +28,12 @@ from sb3ext.algos.aggrevated.buffers import (
     observation_layout,
     select,
 )
-from sb3ext.algos.aggrevated.estimators import (
-    Estimator,
-    ImitationMetrics,
-    LossWeights,
-    SampledScores,
-    expected_advantages,
-    leave_one_out_advantages,
-    make_estimator,
-    memory_cloning_loss,
-    record_iteration,
-    surrogate_terms,
-)
+from sb3ext.algos.aggrevated.estimators import Estimator, expected_advantages, leave_one_out_advantages, make_estimator
+from sb3ext.algos.aggrevated.fit import check_learner_wrapping, env_id_of, expert_reads_state
+from sb3ext.algos.aggrevated.losses import LossWeights, memory_cloning_loss, optimizer_step, surrogate_terms
 from sb3ext.algos.aggrevated.low_signal import LowSignalMonitor
+from sb3ext.algos.aggrevated.metrics import ImitationMetrics, record_iteration
+from sb3ext.algos.aggrevated.normalization import learner_view, observation_normalizer, start_from_expert_statistics
 from sb3ext.algos.aggrevated.policies import (
     CnnPolicy,
     MlpPolicy,
@@ -50,22 +42,13 @@ from sb3ext.algos.aggrevated.policies import (
     log_std_floor_of,
     to_channels_last,
 )
-from sb3ext.algos.aggrevated.rollin import (
-    PromisedReturns,
-    RollIn,
-    check_learner_wrapping,
-    env_id_of,
-    expert_reads_state,
-    learner_view,
-    observation_normalizer,
-    start_from_expert_statistics,
-)
-from sb3ext.algos.aggrevated.shaped_rl import ShapedReturns, rl_target_kl, shaped_scores
+from sb3ext.algos.aggrevated.rollin import PromisedReturns, RollIn
+from sb3ext.algos.aggrevated.shaped_rl import ReinforcementTerm
 from sb3ext.algos.loading import SafeLoad
 from sb3ext.common.expert_state import StateTracker, base_vec_env
 from sb3ext.common.ppo import actor_critic_parameters, kl_exceeded
 from sb3ext.common.validation import check_ranges, invalid, unknown_kwargs_message
-from sb3ext.experts import POLICY_ONLY, Expert, load_expert
+from sb3ext.experts import Expert, load_expert
 
 SelfAggreVaTeD = TypeVar("SelfAggreVaTeD", bound="AggreVaTeD")
 
@@ -118,23 +101,15 @@ class AggreVaTeD(SafeLoad, PPO):
     :param expert_cap: score a sample with ``min(Q*(s, a), Q*(s, expert action))`` (Q* experts, ``Box``): no credit
         above the expert's own action, for critics nearly flat across actions that a learner can climb (MuJoCo)
     :param low_signal_fallback: become DAgger from the iteration on which the expert's critic is shown untrustworthy
-        (saved: ``low_signal_iteration``), cloning its actions on every state visited so far (kept from the start,
-        with the expert's action): its critics disagree about the learner's samples more than they separate them
-        (``train/critic_snr`` < 1), or it rates them at the expert's level (``train/q_gap`` <= 0) while the learner's
-        returns fall short of half of V*(s0); for critics that are flat or exploitable (MountainCar, lander)
+        (``train/critic_snr`` < 1, or ``train/q_gap`` <= 0 while the returns fall short of V*'s promise; saved:
+        ``low_signal_iteration``), cloning on every state visited so far (:mod:`~sb3ext.algos.aggrevated.low_signal`)
     :param bound_coef: weight of the penalty on a Gaussian mean outside the action bounds; raise it if the means
         drift past the bounds (HalfCheetah: 10)
-    :param rl_coef: step size, in learning rates, of a reinforcement term that lets the learner pass its expert
-        (0: off; :mod:`sb3ext.algos.aggrevated.shaped_rl`): the clipped surrogate of the learner's own sampled roll-in
-        actions, scored by GAE(``gae_lambda``) on the expert's V* and the env's rewards, in passes of its own. It
-        takes over from the imitation as the roll-in's returns reach what V* promises: with their shortfall w in
-        [0, 1] (``train/imitation_weight``), the imitation steps at ``w`` and the term at ``rl_coef * (1 - w)`` times
-        the learning rate. Off, with a warning, for a policy-only expert (no V*)
-    :param target_kl: the trust region of the critic's term: once the approximate KL of an iteration exceeds
-        ``1.5 * target_kl``, the term stops for that iteration; the pull toward the expert's action
-        (``expert_bc_coef``) goes on to the end of its epochs, and without a pull the epochs stop (as PPO's). The
-        reinforcement term (``rl_coef``) learns from one roll-in: where it has fewer steps than ``batch_size``, its
-        limit shrinks in proportion (``shaped_rl.rl_target_kl``)
+    :param rl_coef: step size, in learning rates, of a reinforcement term on the learner's own sampled roll-in steps,
+        scored by GAE on V* (0: off; :mod:`~sb3ext.algos.aggrevated.shaped_rl`); it takes over from the imitation as
+        the roll-in's returns reach what V* promises (``train/imitation_weight``). Off for a policy-only expert
+    :param target_kl: the trust region of the critic's term: above ``1.5 * target_kl`` the term stops for the
+        iteration, the pull toward the expert's action (``expert_bc_coef``) goes on; without a pull the epochs stop
     :param stats_window_size: Window size for the rollout logging
     :param tensorboard_log: the log location for tensorboard (if None, no logging)
     :param policy_kwargs: additional arguments to be passed to the policy on creation
@@ -156,89 +131,40 @@ class AggreVaTeD(SafeLoad, PPO):
     }
 
     def __init__(
-        self,
-        policy: str | type[ActorCriticPolicy],
-        env: GymEnv | str,
-        expert: str | os.PathLike[str] | Expert | None = None,
-        learning_rate: float | Schedule = 1e-3,
-        n_steps: int = 16,
-        batch_size: int = 256,
-        n_epochs: int = 10,
-        gamma: float = 0.99,
-        gae_lambda: float = 0.95,
-        clip_range: float | Schedule = 0.2,
-        clip_range_vf: float | Schedule | None = None,
-        normalize_advantage: bool = True,
-        ent_coef: float = 0.0,
-        vf_coef: float = 0.5,
-        max_grad_norm: float = 0.5,
-        beta_init: float = 0.5,
-        beta_decay: float = 0.9,
-        n_action_samples: int = 16,
-        aggregation_window: int = 32,
-        aggregation_reservoir: int = 0,
-        aggregation_falls: int = 0,
-        rollin_deterministic: float = 0.0,
-        expert_bc_coef: float = 0.0,
-        expert_bc_margin: float = 3.0,
-        expert_cap: bool = False,
-        low_signal_fallback: bool = False,
-        bound_coef: float = 1.0,
-        rl_coef: float = 0.0,
-        target_kl: float | None = 0.02,
-        stats_window_size: int = 100,
-        tensorboard_log: str | None = None,
-        policy_kwargs: dict[str, Any] | None = None,
-        verbose: int = 0,
-        seed: int | None = None,
-        device: th.device | str = "auto",
-        _init_setup_model: bool = True,
-        **unknown_kwargs: Any,
-    ):
+        self, policy: str | type[ActorCriticPolicy], env: GymEnv | str, expert: str | os.PathLike[str] | Expert | None = None,
+        learning_rate: float | Schedule = 1e-3, n_steps: int = 16, batch_size: int = 256, n_epochs: int = 10,
+        gamma: float = 0.99, gae_lambda: float = 0.95, clip_range: float | Schedule = 0.2,
+        clip_range_vf: float | Schedule | None = None, normalize_advantage: bool = True, ent_coef: float = 0.0,
+        vf_coef: float = 0.5, max_grad_norm: float = 0.5, beta_init: float = 0.5, beta_decay: float = 0.9,
+        n_action_samples: int = 16, aggregation_window: int = 32, aggregation_reservoir: int = 0,
+        aggregation_falls: int = 0, rollin_deterministic: float = 0.0, expert_bc_coef: float = 0.0,
+        expert_bc_margin: float = 3.0, expert_cap: bool = False, low_signal_fallback: bool = False,
+        bound_coef: float = 1.0, rl_coef: float = 0.0, target_kl: float | None = 0.02, stats_window_size: int = 100,
+        tensorboard_log: str | None = None, policy_kwargs: dict[str, Any] | None = None, verbose: int = 0,
+        seed: int | None = None, device: th.device | str = "auto", _init_setup_model: bool = True, **unknown_kwargs: Any,
+    ):  # fmt: skip
         if unknown_kwargs:
             raise TypeError(unknown_kwargs_message(type(self), unknown_kwargs))
         with warnings.catch_warnings():
             # PPO warns when batch_size does not divide n_steps * n_envs; here batch_size counts aggregated states
             warnings.filterwarnings("ignore", message="You have specified a mini-batch size")
             super().__init__(
-                policy,
-                env,
-                learning_rate=learning_rate,
-                n_steps=n_steps,
-                batch_size=batch_size,
-                n_epochs=n_epochs,
-                gamma=gamma,
-                gae_lambda=gae_lambda,
-                clip_range=clip_range,
-                clip_range_vf=clip_range_vf,
-                normalize_advantage=normalize_advantage,
-                ent_coef=ent_coef,
-                vf_coef=vf_coef,
-                max_grad_norm=max_grad_norm,
-                use_sde=False,
-                target_kl=target_kl,
-                stats_window_size=stats_window_size,
-                tensorboard_log=tensorboard_log,
-                policy_kwargs=policy_kwargs,
-                verbose=verbose,
-                seed=seed,
-                device=device,
-                _init_setup_model=False,
-            )
+                policy, env, learning_rate=learning_rate, n_steps=n_steps, batch_size=batch_size, n_epochs=n_epochs,
+                gamma=gamma, gae_lambda=gae_lambda, clip_range=clip_range, clip_range_vf=clip_range_vf,
+                normalize_advantage=normalize_advantage, ent_coef=ent_coef, vf_coef=vf_coef, max_grad_norm=max_grad_norm,
+                use_sde=False, target_kl=target_kl, stats_window_size=stats_window_size, tensorboard_log=tensorboard_log,
+                policy_kwargs=policy_kwargs, verbose=verbose, seed=seed, device=device, _init_setup_model=False,
+            )  # fmt: skip
         self.expert = expert
-        self.beta_init = beta_init
-        self.beta_decay = beta_decay
+        self.beta_init, self.beta_decay = beta_init, beta_decay
         self.n_action_samples = n_action_samples
-        self.aggregation_window = aggregation_window
-        self.aggregation_reservoir = aggregation_reservoir
-        self.aggregation_falls = aggregation_falls
+        self.aggregation_window, self.aggregation_reservoir, self.aggregation_falls = (
+            aggregation_window, aggregation_reservoir, aggregation_falls)  # fmt: skip
         self.rollin_deterministic = rollin_deterministic
-        self.expert_bc_coef = expert_bc_coef
-        self.expert_bc_margin = expert_bc_margin
+        self.expert_bc_coef, self.expert_bc_margin = expert_bc_coef, expert_bc_margin
         self.expert_cap = expert_cap
         self.low_signal_fallback = low_signal_fallback
-        self.bound_coef = bound_coef
-        self.rl_coef = rl_coef
+        self.bound_coef, self.rl_coef = bound_coef, rl_coef
         # saved with the model: the statistics are started from the expert's only once; the imitation iterations
         # (not reset by learn(reset_num_timesteps=True)) let `-i` / a resumed checkpoint continue the beta schedule
         self.obs_stats_from_expert = False
@@ -262,41 +188,30 @@ class AggreVaTeD(SafeLoad, PPO):
         super()._setup_model()
         to_channels_last(self.policy)  # image policies on CPU: the same network, faster training passes
         self._mix_rng = np.random.default_rng(self.seed)
+        # the mechanisms' owners (not saved): the watch on the critic's signal, the reinforcement term
         self._low_signal = LowSignalMonitor(bool(self.low_signal_fallback))
+        self._reinforcement = ReinforcementTerm(float(self.rl_coef), float(self.gae_lambda))
         self._expert: Expert | None = None
-        self._aggregation: StateAggregationBuffer | None = None
         self._estimator: Estimator | None = None
-        self._promised: PromisedReturns | None = None  # roll-in returns against V*(s0) (train/return_shortfall)
-        self._timings: dict[str, float] = {}  # seconds of the latest roll-in (logged as time/* by train)
+        self._aggregation: StateAggregationBuffer | None = None
+        self._promised: PromisedReturns | None = None  # the roll-in's returns against V*(s0) (train/return_shortfall)
+        self._bc_memory: ExpertActionMemory | None = None  # DAgger's: every visited state, with the expert's action
         self._expert_reads_state = False
         self._state_tracker: StateTracker | None = None
-        self._bc_memory: ExpertActionMemory | None = None  # DAgger's: every visited state, with the expert's action
-        self._shaped: ShapedReturns | None = None  # rl_coef: V* along the latest roll-in
-        self._rl_optimizer: th.optim.Optimizer | None = None  # the term's own Adam over the actor (not saved)
+        self._timings: dict[str, float] = {}  # seconds of the latest roll-in (logged as time/* by train)
         if self.expert is not None:
             self._set_expert(self.expert)
 
     def _set_expert(self, expert: str | os.PathLike[str] | Expert) -> None:
         env_id = env_id_of(self.env)
         loaded = load_expert(expert, env_id=env_id, device=self.device)
-        if float(self.rl_coef) > 0 and loaded.kind == POLICY_ONLY and not self.clones_expert:
-            warnings.warn(
-                f"rl_coef={self.rl_coef} needs the expert's value (V*) to score the learner's own steps, and expert "
-                f"{loaded.source} ({loaded.algo_name}) is policy-only: the term is off, the learner imitates only",
-                stacklevel=3,
-            )
+        self._reinforcement.attach(loaded, self.clones_expert)
         self._expert_reads_state = expert_reads_state(loaded, self.observation_space, self.action_space, self.env, env_id)
         if not self._expert_reads_state and self.env is not None:
             check_learner_wrapping(loaded, self.env)
         self._estimator = make_estimator(
-            loaded,
-            self.action_space,
-            clones_expert=self.clones_expert,
-            n_action_samples=int(self.n_action_samples),
-            normalize_advantage=self.normalize_advantage,
-            device=self.device,
-            expert_cap=bool(self.expert_cap),
-        )
+            loaded, self.action_space, clones_expert=self.clones_expert, n_action_samples=int(self.n_action_samples),
+            normalize_advantage=self.normalize_advantage, device=self.device, expert_cap=bool(self.expert_cap))  # fmt: skip
         self._expert, self.expert = loaded, expert
         self._aggregation = StateAggregationBuffer.for_expert(
             loaded, self.observation_space, int(self.aggregation_window), self.n_steps, self.n_envs,
@@ -326,7 +241,7 @@ class AggreVaTeD(SafeLoad, PPO):
 
     def _excluded_save_params(self) -> list[str]:
         unsaved = ["expert", "_expert", "_aggregation", "_mix_rng", "_estimator", "_promised", "_timings", "_low_signal",
-                   "_shaped", "_rl_optimizer"]  # fmt: skip
+                   "_reinforcement"]  # fmt: skip
         return [*super()._excluded_save_params(), *unsaved, "_state_tracker", "_expert_reads_state", "_bc_memory"]
 
     # ------------------------------------------------------------------ roll-in
@@ -437,9 +352,8 @@ class AggreVaTeD(SafeLoad, PPO):
         with th.no_grad():
             # Compute value for the last timestep
             values = self.policy.predict_values(obs_as_tensor(new_obs, self.device))  # type: ignore[arg-type]
-        # sb3ext: V* where the roll-in ends, for the reinforcement term's advantages
-        if rollin is not None and rollin.shaped is not None:
-            rollin.shaped.last_values = rollin.last_values(new_obs)
+        if rollin is not None:  # sb3ext: the roll-in ends (V* there, for the reinforcement term)
+            rollin.end(new_obs)
 
         rollout_buffer.compute_returns_and_advantage(last_values=values, dones=dones)
 
@@ -462,82 +376,70 @@ class AggreVaTeD(SafeLoad, PPO):
     def _make_rollin(self, env: VecEnv, beta: float) -> RollIn:
         """The expert/learner mixture of one roll-in, recording the visited states in the aggregation."""
         assert self._expert is not None and self._aggregation is not None
-        n_mode = int(round(float(self.rollin_deterministic) * env.num_envs))
-        learner_mode = np.arange(env.num_envs) < n_mode  # the first envs roll in with the learner's mode
+        learner_mode = np.arange(env.num_envs) < int(round(float(self.rollin_deterministic) * env.num_envs))
         if self._expert_reads_state and (self._state_tracker is None or self._state_tracker.base is not base_vec_env(env)):
             self._state_tracker = StateTracker(env)  # the expert observes info["state"] (a new env: a new tracker)
         self._promised = PromisedReturns.renew(self._promised, self._expert, env.num_envs)
-        use_rl = float(self.rl_coef) > 0 and not self.clones_expert and self._expert.kind != POLICY_ONLY
-        self._shaped = ShapedReturns(self.n_steps, env.num_envs, self._expert.gamma, self.gae_lambda) if use_rl else None
-        return RollIn(self._expert, beta, self._mix_rng, self._aggregation,
-                      self.get_vec_normalize_env(), learner_mode,
-                      self._state_tracker if self._expert_reads_state else None,
-                      observation_normalizer(self.env), self._promised, self._bc_memory, self._shaped)  # fmt: skip
+        shaped = self._reinforcement.begin(self.n_steps, env.num_envs, self._expert)
+        return RollIn(self._expert, beta, self._mix_rng, self._aggregation, self.get_vec_normalize_env(), learner_mode,
+                      self._state_tracker if self._expert_reads_state else None, observation_normalizer(self.env),
+                      self._promised, self._bc_memory, shaped)  # fmt: skip
 
     # ------------------------------------------------------------------ update
-    def _check_critic_signal(self, stats: dict[str, th.Tensor]) -> None:
-        """Watch the critic's signal (:class:`LowSignalMonitor`); with ``low_signal_fallback``, become DAgger from the
-        iteration on which it is first shown untrustworthy (``low_signal_iteration``, saved with the model)."""
-        assert self._expert is not None
-        acted = self._low_signal.check(stats, self._promised, self.imitation_iterations, self._expert, self.logger)
-        if acted and self.low_signal_fallback and self.low_signal_iteration is None:
-            self.low_signal_iteration = self.imitation_iterations
-
     def train(self) -> None:
-        """One imitation iteration: re-score the aggregated states and update the policy and its value head."""
-        if self._expert is None or self._aggregation is None:
+        """One iteration: the reinforcement term's passes (``rl_coef``), then the imitation update on the re-scored
+        aggregated states, with the watch on the critic's signal (``low_signal_fallback``) between the two."""
+        if self._expert is None or self._aggregation is None or self._estimator is None:
             raise ValueError(_NO_EXPERT_MESSAGE)
         self.policy.set_training_mode(True)
         self._update_learning_rate(self.policy.optimizer)
         clip_range = self.clip_range(self._current_progress_remaining)  # type: ignore[operator]
-
-        # Value head: regression on the env's returns of the latest roll-in (for a hand-over to PPO)
-        rollout = next(self.rollout_buffer.get(batch_size=None))
-        n_rollout = len(rollout.returns)
-        value_batch = min(self.batch_size, n_rollout)
-        metrics = ImitationMetrics()
-        gradient_groups = actor_critic_parameters(self.policy)
-        log_std_floor = log_std_floor_of(self.policy, self.action_space)
-
-        # rl_coef: the learner's own steps scored on V*, taking over from the imitation as its returns reach V*'s.
-        # Its passes come first, while the policy is still the roll-in's: PPO's ratio and KL stop measure from the
-        # policy that sampled the steps (after the imitation's pass, they measured its move too and stopped at once).
-        shaped = None
-        if self._shaped is not None and self._shaped.last_values is not None and not self._imitates():
-            shaped = shaped_scores(self._shaped, self.rollout_buffer, self.device)
-        imitation_weight = self._imitation_weight() if shaped is not None else 1.0
-        rl_start = time.perf_counter()
-        if shaped is not None and imitation_weight < 1.0:
-            step_scale = float(self.rl_coef) * (1.0 - imitation_weight)
-            self._reinforce(shaped[0], shaped[1], step_scale, clip_range, metrics, gradient_groups[:1], log_std_floor)
-
-        estimator = self._estimator
-        scoring_start = time.perf_counter()
+        rollout = next(self.rollout_buffer.get(batch_size=None))  # the value head's targets (flattens the buffer)
+        metrics, timings = ImitationMetrics(), dict(self._timings)
+        shortfall = self._promised.shortfall() if self._promised is not None else None
+        # hook: the term's passes come first, while the policy is still the roll-in's (PPO's ratio and KL stop then
+        # measure from the policy that sampled the steps); it says how much the imitation still steps (its weight)
+        weight, rl_logs = self._reinforcement.update(self, shortfall, self._imitates(), clip_range, metrics, timings)
+        start = time.perf_counter()
         view = learner_view(observation_normalizer(self.env), self.observation_space.dtype)
-        assert estimator is not None
-        learner_obs, scores, stats = estimator.samples(self.policy, self._aggregation, view)
-        n_states = batch_size_of(learner_obs)
-        update_start = time.perf_counter()
-        timings = {**self._timings, "scoring_s": update_start - scoring_start}
-        if shaped is not None:  # rl_coef: the reinforcement term's passes
-            timings["rl_update_s"] = scoring_start - rl_start
+        learner_obs, scores, stats = self._estimator.samples(self.policy, self._aggregation, view)
+        timings["scoring_s"] = time.perf_counter() - start
+        self._check_critic_signal(stats)  # hook: a critic shown untrustworthy turns the update into cloning
+        start = time.perf_counter()
+        memory = self._imitate(learner_obs, scores, rollout, view, weight, clip_range, metrics)
+        timings["update_s"] = time.perf_counter() - start
+        self.imitation_iterations += 1
+        fit = explained_variance(self.rollout_buffer.values.flatten(), self.rollout_buffer.returns.flatten())
+        std = th.exp(self.policy.log_std).mean().item() if hasattr(self.policy, "log_std") else None
+        record_iteration(self.logger, metrics, {**stats, **rl_logs}, timings, explained_variance=fit, std=std,
+                         clip_range=clip_range, return_shortfall=shortfall, aggregated_states=batch_size_of(learner_obs),
+                         low_signal_imitation=float(self.low_signal_iteration is not None),
+                         bc_memory_states=memory.size if memory is not None else None,
+                         expert_ent_coef=self._expert.ent_coef, imitation_iterations=self.imitation_iterations,
+                         aggregated_falls=self._aggregation.n_falls if self._aggregation.falls else None)  # fmt: skip
+        self.logger.record("train/n_updates", self._n_updates, exclude="tensorboard")
 
-        self._check_critic_signal(stats)
-        # clone the expert (DAgger): asked for, or the critic says too little; then on its memory of visited states too
+    def _imitate(
+        self, learner_obs: Any, scores: Any, rollout: Any, view: Any, weight: float, clip_range: float,
+        metrics: ImitationMetrics,
+    ) -> ExpertActionMemory | None:  # fmt: skip
+        """The imitation update: ``n_epochs`` over the aggregated states in minibatches of ``batch_size``, on the
+        critic's clipped surrogate (or, cloning, the expert's actions) beside the value head's regression on the
+        roll-in's returns. Its steps shrink by ``weight`` (a loss weight would not scale Adam's steps; 0: none).
+        Returns DAgger's memory where it was cloned on."""
         imitate = self._imitates()
         memory = self._bc_memory if imitate and self._bc_memory is not None and self._bc_memory.size else None
         weights = LossWeights.of(imitate, self.expert_bc_coef, self.expert_bc_margin, self.bound_coef, self.ent_coef)
-        if imitation_weight < 1.0:  # weaned off: its steps shrink (Adam's steps do not scale with a loss weight)
-            for group in self.policy.optimizer.param_groups:
-                group["lr"] *= imitation_weight
-        if shaped is not None:
-            stats.update(shaped[2])
-        continue_training = imitation_weight > 0.0  # fully weaned: the reinforcement term alone moves the policy
+        for group in self.policy.optimizer.param_groups:
+            group["lr"] *= weight
+        groups, floor = actor_critic_parameters(self.policy), log_std_floor_of(self.policy, self.action_space)
+        n_states, n_rollout = batch_size_of(learner_obs), len(rollout.returns)
+        continue_training = weight > 0.0  # fully weaned: the reinforcement term alone moves the policy
         for epoch in range(self.n_epochs if continue_training else 0):
             permutation = th.randperm(n_states, device=self.device)
             for start in range(0, n_states, self.batch_size):
                 idx = permutation[start : start + self.batch_size]
-                value_idx = th.randint(n_rollout, (value_batch,), device=self.device)
+                value_idx = th.randint(n_rollout, (min(self.batch_size, n_rollout),), device=self.device)
                 distribution, values = distribution_and_values(
                     self.policy, select(learner_obs, idx), select(rollout.observations, value_idx)
                 )
@@ -559,80 +461,24 @@ class AggreVaTeD(SafeLoad, PPO):
                     memory_loss = memory_cloning_loss(self.policy, memory, self.batch_size, view, self.action_space)
                     loss = loss + weights.expert_bc * memory_loss
                     metrics.expert_bc_memory.append(memory_loss.detach())
-                self._step(loss, gradient_groups, log_std_floor)
+                optimizer_step(self.policy, self.policy.optimizer, loss, groups, self.max_grad_norm, floor)
                 metrics.add(terms, value_loss)
             self._n_updates += 1
             if not continue_training:
                 break
-        timings["update_s"] = time.perf_counter() - update_start
-        fit = explained_variance(self.rollout_buffer.values.flatten(), self.rollout_buffer.returns.flatten())
-        std = th.exp(self.policy.log_std).mean().item() if hasattr(self.policy, "log_std") else None
-        self.imitation_iterations += 1
-        record_iteration(self.logger, metrics, stats, timings, explained_variance=fit, clip_range=clip_range, std=std,
-                         low_signal_imitation=float(self.low_signal_iteration is not None), aggregated_states=n_states,
-                         bc_memory_states=memory.size if memory is not None else None,
-                         expert_ent_coef=self._expert.ent_coef, imitation_iterations=self.imitation_iterations,
-                         aggregated_falls=self._aggregation.n_falls if self._aggregation.falls else None,
-                         imitation_weight=imitation_weight if shaped is not None else None)  # fmt: skip
-        self.logger.record("train/n_updates", self._n_updates, exclude="tensorboard")
+        return memory
+
+    def _check_critic_signal(self, stats: dict[str, th.Tensor]) -> None:
+        """Watch the critic's signal (:class:`LowSignalMonitor`); with ``low_signal_fallback``, become DAgger from the
+        iteration on which it is first shown untrustworthy (``low_signal_iteration``, saved with the model)."""
+        assert self._expert is not None
+        distrusted = self._low_signal.check(stats, self._promised, self.imitation_iterations, self._expert)
+        if distrusted and self.low_signal_fallback and self.low_signal_iteration is None:
+            self.low_signal_iteration = self.imitation_iterations
 
     def _imitates(self) -> bool:
         """Whether this iteration clones the expert (DAgger): asked for, or the critic says too little."""
         return self.clones_expert or self.low_signal_iteration is not None
-
-    def _step(
-        self, loss: th.Tensor, groups: Sequence[list[th.nn.Parameter]], log_std_floor: th.Tensor | None,
-        optimizer: th.optim.Optimizer | None = None,
-    ) -> None:  # fmt: skip
-        """One step of ``optimizer`` (the policy's by default) on ``loss``. The actor's and the critic's gradients are
-        clipped separately: the value loss is on the env's reward scale and would otherwise shrink the policy gradient
-        to nothing. The Gaussian std stays at or above its floor."""
-        optimizer = optimizer if optimizer is not None else self.policy.optimizer
-        optimizer.zero_grad()
-        loss.backward()
-        for group in groups:
-            th.nn.utils.clip_grad_norm_(group, self.max_grad_norm, foreach=True)
-        optimizer.step()
-        if log_std_floor is not None:
-            with th.no_grad():
-                self.policy.log_std.copy_(th.maximum(self.policy.log_std, log_std_floor))
-
-    def _reinforce(
-        self, obs: Any, scores: SampledScores, step_scale: float, clip_range: float, metrics: ImitationMetrics,
-        groups: Sequence[list[th.nn.Parameter]], log_std_floor: th.Tensor | None,
-    ) -> None:  # fmt: skip
-        """The reinforcement term's own passes (``rl_coef``), before the imitation's: ``n_epochs`` over the learner's
-        sampled roll-in steps in minibatches of ``batch_size``, as PPO makes them, with the bound penalty and a KL
-        stop of their own (:func:`~sb3ext.algos.aggrevated.shaped_rl.rl_target_kl`), at ``step_scale`` times the
-        learning rate. They have their own Adam over the actor (``groups``): in the imitation's, their momentum
-        carried on through the imitation's steps (tens of them, about ten times the term's own move, even with the
-        imitation's loss weighted 0)."""
-        if self._rl_optimizer is None:
-            self._rl_optimizer = self.policy.optimizer_class(groups[0], lr=1.0, **self.policy.optimizer_kwargs)  # type: ignore[call-arg]
-        for group in self._rl_optimizer.param_groups:
-            group["lr"] = self.lr_schedule(self._current_progress_remaining) * step_scale
-        n_samples = batch_size_of(obs)
-        target_kl = rl_target_kl(self.target_kl, self.n_steps * self.n_envs, self.batch_size)
-        for epoch in range(self.n_epochs):
-            permutation = th.randperm(n_samples, device=self.device)
-            for start in range(0, n_samples, self.batch_size):
-                idx = permutation[start : start + self.batch_size]
-                distribution = self.policy.get_distribution(select(obs, idx))
-                terms = surrogate_terms(scores, idx, distribution, clip_range, self.action_space, self.device)
-                if kl_exceeded(terms.approx_kl.item(), target_kl):
-                    if self.verbose >= 1:
-                        print(f"Early stopping the reinforcement term at epoch {epoch}: max kl {terms.approx_kl.item():.3f}")
-                    return
-                loss = terms.policy_loss + self.bound_coef * terms.bound_penalty
-                self._step(loss, groups, log_std_floor, self._rl_optimizer)
-                metrics.rl_loss.append(terms.policy_loss.detach())
-                metrics.rl_approx_kl.append(terms.approx_kl.detach())
-
-    def _imitation_weight(self) -> float:
-        """QDagger's ``1 - R_learner / R_expert`` on the roll-in's latest episodes, in [0, 1]: the relative shortfall of
-        their returns from V*(s0) (1 until enough episodes have finished)."""
-        shortfall = self._promised.shortfall() if self._promised is not None else None
-        return 1.0 if shortfall is None else float(np.clip(shortfall, 0.0, 1.0))
 
     # ------------------------------------------------------------------ learn
     def _setup_learn(  # type: ignore[override]

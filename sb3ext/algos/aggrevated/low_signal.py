@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import warnings
 from dataclasses import dataclass
-from typing import Any
 
 import torch as th
 
@@ -58,35 +57,31 @@ class LowSignalMonitor:
     """
 
     fallback: bool
-    seen: bool = False  # a sign has been seen (the episodes since then are compared)
     warned: bool = False
+    #: where a sign was first seen: the returns tracker then, and its running episode number (the episodes compared
+    #: begin from there on); None before
+    since: tuple[PromisedReturns, int] | None = None
 
-    def check(
-        self, stats: dict[str, th.Tensor], promised: PromisedReturns | None, iteration: int, expert: Expert, logger: Any
-    ) -> bool:
-        """Log the shortfall; whether the critic is distrusted at this iteration (and warn the first time)."""
-        shortfall = promised.shortfall() if promised is not None else None
-        if shortfall is not None:
-            logger.record("train/return_shortfall", shortfall)
+    def check(self, stats: dict[str, th.Tensor], promised: PromisedReturns | None, iteration: int, expert: Expert) -> bool:
+        """Whether the critic is distrusted at this iteration (and warn the first time). ``promised``: the roll-in's
+        returns against V*(s0), read only."""
         low_signal = "critic_snr" in stats and float(stats["critic_snr"]) < LOW_SIGNAL_SNR
         no_gap = expert.kind == Q_CONTINUOUS and "q_gap" in stats and float(stats["q_gap"]) <= 0.0
         if not (low_signal or no_gap):
             return False
+        shortfall = None
         if not (self.fallback and low_signal):
             if promised is None:
                 return False
-            if not self.seen:
-                self.seen = True
-                promised.restart()  # judge the episodes from here on, not those of a learner still learning
+            if self.since is None:
+                self.since = (promised, promised.n_started)  # judge the episodes from here on, not a learner's still learning
                 return False
+            shortfall = promised.shortfall(since=self.since[1] if self.since[0] is promised else 0)
             if shortfall is None or shortfall < (LOW_SIGNAL_SHORTFALL if low_signal else BROKEN_PROMISE_SHORTFALL):
                 return False
         if not self.warned:
             self.warned = True
-            message = low_signal_message(
-                expert, stats, low_signal, iteration, self.fallback, None if low_signal and self.fallback else shortfall
-            )
-            warnings.warn(message, stacklevel=4)
+            warnings.warn(low_signal_message(expert, stats, low_signal, iteration, self.fallback, shortfall), stacklevel=4)
         return True
 
 

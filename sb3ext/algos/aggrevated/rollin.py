@@ -9,27 +9,24 @@
 
 from __future__ import annotations
 
-import copy
 import time
 from collections import deque
 from typing import Any
 
 import numpy as np
 import torch as th
-from gymnasium import spaces
-from stable_baselines3.common.running_mean_std import RunningMeanStd
-from stable_baselines3.common.vec_env import VecEnv, VecFrameStack, VecNormalize
+from stable_baselines3.common.vec_env import VecNormalize
 
 from sb3ext.algos.aggrevated.buffers import ExpertActionMemory, StateAggregationBuffer
 from sb3ext.algos.aggrevated.shaped_rl import ShapedReturns
-from sb3ext.common.expert_state import STATE_KEY, StateTracker, state_space_of, vec_env_chain
+from sb3ext.common.expert_state import StateTracker
 from sb3ext.experts import POLICY_ONLY, Q_CONTINUOUS, Q_DISCRETE, VALUE_ONLY, Expert
-from sb3ext.experts.expert import describe_space
 
 
 class PromisedReturns:
     """Per roll-in episode: what the expert's critic promises at its first state, V*(s0), and the discounted return
-    the roll-in then got (the expert's gamma and reward scale, no bootstrap at the end).
+    the roll-in then got (the expert's gamma and reward scale, no bootstrap at the end). A measurement of the
+    roll-in, read by the low-signal monitor and the reinforcement term; neither changes it.
 
     A learner at the expert's level gets about what V* promises; one that is far behind gets much less. A critic
     that barely separates the learner's actions (``train/critic_snr`` below 1) is harmless in the first case: a
@@ -43,10 +40,14 @@ class PromisedReturns:
 
     def __init__(self, n_envs: int, gamma: float, episodes: int = 10):
         self.gamma = float(gamma)
+        self.episodes = episodes
         self.promised = np.full(n_envs, np.nan)  # NaN: the episode began before tracking did (not compared)
         self.returns = np.zeros(n_envs)
         self.discounts = np.ones(n_envs)
-        self.finished: deque[tuple[float, float]] = deque(maxlen=episodes)
+        self.started = np.zeros(n_envs, dtype=np.int64)  # the running number of each env's episode
+        self.n_started = 0  # episodes begun so far
+        # (number, V*(s0), return): enough for the latest `episodes` begun after any mark (n_envs may straddle it)
+        self.finished: deque[tuple[int, float, float]] = deque(maxlen=episodes + n_envs)
 
     @classmethod
     def renew(cls, previous: PromisedReturns | None, expert: Expert, n_envs: int) -> PromisedReturns | None:
@@ -60,9 +61,12 @@ class PromisedReturns:
 
     def start(self, starts: np.ndarray, promised: np.ndarray) -> None:
         """Episodes begin on the envs flagged in ``starts``, with V*(s0) = ``promised`` (one per flagged env)."""
-        self.promised[starts] = promised
-        self.returns[starts] = 0.0
-        self.discounts[starts] = 1.0
+        idx = np.flatnonzero(starts)
+        self.promised[idx] = promised
+        self.returns[idx] = 0.0
+        self.discounts[idx] = 1.0
+        self.started[idx] = self.n_started + np.arange(len(idx))
+        self.n_started += len(idx)
 
     def step(self, rewards: np.ndarray, dones: np.ndarray) -> None:
         """Add one vectorised step's rewards (the expert's reward scale); close the episodes that ended."""
@@ -70,20 +74,17 @@ class PromisedReturns:
         self.discounts *= self.gamma
         for idx in np.flatnonzero(dones):
             if np.isfinite(self.promised[idx]):
-                self.finished.append((float(self.promised[idx]), float(self.returns[idx])))
+                self.finished.append((int(self.started[idx]), float(self.promised[idx]), float(self.returns[idx])))
             self.promised[idx] = np.nan
 
-    def restart(self) -> None:
-        """Compare only the episodes that begin from now on."""
-        self.finished.clear()
-        self.promised[:] = np.nan
-
-    def shortfall(self) -> float | None:
-        """Mean of V*(s0) - return over the latest finished episodes, relative to the mean |V*(s0)|; None before
-        half of them have finished. About 0 at the expert's level (below 0 above it), about 1 or more far behind."""
-        if len(self.finished) < max(1, (self.finished.maxlen or 0) // 2):
+    def shortfall(self, since: int = 0) -> float | None:
+        """Mean of V*(s0) - return over the latest finished episodes that began as episode ``since`` or later,
+        relative to the mean |V*(s0)|; None before half of them have finished. About 0 at the expert's level (below 0
+        above it), about 1 or more far behind."""
+        latest = [(p, r) for number, p, r in self.finished if number >= since][-self.episodes :]
+        if len(latest) < max(1, self.episodes // 2):
             return None
-        promised, returns = np.array(self.finished).T
+        promised, returns = np.array(latest).T
         return float(np.mean(promised - returns) / (np.mean(np.abs(promised)) + 1e-8))
 
 
@@ -97,106 +98,6 @@ def promised_values(expert: Expert, expert_obs: np.ndarray) -> np.ndarray:
     assert expert.kind == Q_CONTINUOUS
     actions = th.as_tensor(expert.act(expert_obs), device=expert.device, dtype=th.float32)
     return expert.q_values(obs, actions).cpu().numpy()
-
-
-def expert_reads_state(
-    expert: Expert, observation_space: spaces.Space, action_space: spaces.Space, env: VecEnv | None, env_id: str | None
-) -> bool:
-    """Whether the expert observes the env's state (``info["state"]``, ``sb3ext.common.expert_state``) rather than
-    the learner's observation; raise ``ValueError`` naming the spaces when it fits neither.
-
-    The learner's observation wins when both fit. Frame stacking and the zoo's wrappers change the learner's
-    observation only, so a pixel learner with a state expert is told apart by the spaces alone.
-    """
-    state_space = state_space_of(env)
-    if state_space is None or expert.fits(observation_space):
-        expert.check_spaces(observation_space, action_space, env_id)  # raises, with hints, when it does not fit
-        return False
-    if expert.fits(state_space):
-        expert.check_spaces(state_space, action_space)  # trained on the state twin of this env, as intended: no warning
-        return True
-    raise ValueError(
-        f"Expert {expert.source} observes {describe_space(expert.observation_space)}, which matches neither the "
-        f"learner's observation space {describe_space(observation_space)} nor the env's state (info[{STATE_KEY!r}]) "
-        f"space {describe_space(state_space)}"
-    )
-
-
-def start_from_expert_statistics(normalizer: VecNormalize, expert: Expert, verbose: int = 0) -> bool:
-    """Start the learner's ``VecNormalize`` observation statistics from a copy of the expert's frozen ones (mean,
-    variance and count; e.g. a zoo PPO expert's ``vecnormalize.pkl``) when both read the same observations: the
-    learner reads its inputs on the expert's scale from the first iteration on. They keep updating, weighted by that
-    count. Whether they were copied (not for Dict observations, or an expert that observes something else)."""
-    stats = getattr(expert.normalization, "obs_rms", None)
-    own = normalizer.obs_rms
-    if not isinstance(stats, RunningMeanStd) or not isinstance(own, RunningMeanStd):
-        return False
-    if np.shape(stats.mean) != np.shape(own.mean):
-        return False
-    normalizer.obs_rms = copy.deepcopy(stats)
-    if verbose >= 1:
-        print(f"The learner's observation statistics start from the expert's ({expert.source})")
-    return True
-
-
-def env_id_of(env: VecEnv | None) -> str | None:
-    """The gymnasium id of the (first) env of ``env``, or None where it has no spec."""
-    if env is None:
-        return None
-    try:
-        spec = env.get_attr("spec", [0])[0]
-    except (AttributeError, IndexError):
-        return None
-    return spec.id if spec is not None else None
-
-
-def observation_normalizer(env: VecEnv | None) -> VecNormalize | None:
-    """The learner's ``VecNormalize`` when it normalises observations and is the outermost wrapper, else None.
-
-    The aggregated states then keep the learner's observations as the env emitted them (``get_original_obs``) and
-    are normalised with the current statistics when they are re-scored and trained on (:func:`learner_view`).
-    Stored normalised, a state would keep the statistics of the iteration that visited it: the running mean and
-    variance move most in the first iterations, and a state kept for long (``aggregation_reservoir``) would
-    show the policy an observation it no longer maps to that state. With a wrapper outside the ``VecNormalize``
-    (the zoo's frame stacking), the stored observation is the learner's own, as before.
-    """
-    return env if isinstance(env, VecNormalize) and env.norm_obs else None
-
-
-def learner_view(normalizer: VecNormalize | None, dtype: Any) -> Any:
-    """Maps stored learner observations to what the learner sees now (None: stored as seen)."""
-    if normalizer is None:
-        return None
-
-    def view(raw: Any) -> Any:
-        normalized = normalizer.normalize_obs(raw)
-        if isinstance(normalized, dict):  # a Dict space: each key keeps its own dtype (float32 once normalised)
-            keys = normalizer.norm_obs_keys or []
-            return {key: np.asarray(value, dtype=np.float32 if key in keys else value.dtype)
-                    for key, value in normalized.items()}  # fmt: skip
-        return np.asarray(normalized, dtype=dtype)
-
-    return view
-
-
-def check_learner_wrapping(expert: Expert, env: VecEnv) -> None:
-    """An expert trained on stacked frames (``frame_stack`` in its ``config.yml``) or with ``env_wrapper`` s (the zoo's
-    ``AtariWrapper``) reads the learner's observations only if the learner's env makes them the same way: raise
-    ``ValueError`` naming what the learner's hyperparameters lack."""
-    missing = []
-    n_stack = expert.frame_stack
-    if n_stack is not None and n_stack > 1:
-        stack = next((e for e in vec_env_chain(env) if isinstance(e, VecFrameStack)), None)
-        if stack is None or stack.stacked_obs.n_stack != n_stack:
-            missing.append(f"frame_stack: {n_stack}" + (f" (it stacks {stack.stacked_obs.n_stack})" if stack else ""))
-    for wrapper, _ in expert.wrapper_classes():
-        if not all(env.env_is_wrapped(wrapper)):
-            missing.append(f"env_wrapper {wrapper.__module__}.{wrapper.__qualname__}")
-    if missing:
-        raise ValueError(
-            f"Expert {expert.source} observes what its config.yml's wrappers make, and the learner's env is not wrapped "
-            f"the same way: add {'; '.join(missing)} to the learner's hyperparameters (the zoo's `atari` entries have both)"
-        )
 
 
 class RollIn:
@@ -341,6 +242,11 @@ class RollIn:
                 cut_values[cut] = promised_values(self.expert, self.expert.normalize_obs(last))
             self.shaped.observe(expert_rewards, dones, cut_values)
             self.expert_seconds += time.perf_counter() - start
+
+    def end(self, last_obs: Any) -> None:
+        """The roll-in ends at ``last_obs``: V* there, for the reinforcement term's advantages (when it is on)."""
+        if self.shaped is not None:
+            self.shaped.last_values = self.last_values(last_obs)
 
     def last_values(self, last_obs: Any) -> np.ndarray:
         """V* at the states the roll-in ends on (the learner's ``last_obs``), for :meth:`ShapedReturns.advantages`."""

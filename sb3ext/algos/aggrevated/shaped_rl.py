@@ -16,12 +16,20 @@ loss weight does not scale Adam's steps). Far below the expert, the learner only
 
 from __future__ import annotations
 
+import time
+import warnings
 from typing import Any
 
 import numpy as np
 import torch as th
 
+from sb3ext.algos.aggrevated.buffers import batch_size_of, select
 from sb3ext.algos.aggrevated.estimators import SampledScores
+from sb3ext.algos.aggrevated.losses import optimizer_step, surrogate_terms
+from sb3ext.algos.aggrevated.metrics import ImitationMetrics
+from sb3ext.algos.aggrevated.policies import log_std_floor_of
+from sb3ext.common.ppo import actor_critic_parameters, kl_exceeded
+from sb3ext.experts import POLICY_ONLY, Expert
 
 
 def rl_target_kl(target_kl: float | None, n_samples: int, batch_size: int) -> float | None:
@@ -121,3 +129,91 @@ def shaped_scores(
     stats = {"rl_advantage_mean": adv.mean(), "rl_advantage_std": adv.std(), "rl_steps": th.tensor(float(len(adv)))}
     adv = (adv - adv.mean()) / (adv.std() + 1e-8)  # centred and scaled, as PPO's
     return obs, SampledScores(actions[None], old_log_prob[None], adv[None]), stats
+
+
+class ReinforcementTerm:
+    """The owner of the term (``rl_coef``): the expert's values along each roll-in (:class:`ShapedReturns`, fed by
+    the roll-in), the term's passes over the learner's own sampled steps, and its own Adam over the actor (not saved).
+
+    The algorithm asks it for the roll-in's :class:`ShapedReturns` (:meth:`begin`), and lets it run its passes first
+    in each update (:meth:`update`), which returns the weight of the imitation's steps.
+
+    :param rl_coef: the term's step size, in learning rates (0: off)
+    :param gae_lambda: λ of its advantage
+    """
+
+    def __init__(self, rl_coef: float, gae_lambda: float):
+        self.rl_coef = float(rl_coef)
+        self.gae_lambda = float(gae_lambda)
+        self.on = self.rl_coef > 0
+        self.returns: ShapedReturns | None = None  # V* along the latest roll-in
+        self.optimizer: th.optim.Optimizer | None = None
+
+    def attach(self, expert: Expert, clones_expert: bool) -> None:
+        """The term needs V*: off for an expert without one (with a warning) and for cloning (``MatchedDAgger``)."""
+        if self.rl_coef > 0 and expert.kind == POLICY_ONLY and not clones_expert:
+            warnings.warn(
+                f"rl_coef={self.rl_coef} needs the expert's value (V*) to score the learner's own steps, and expert "
+                f"{expert.source} ({expert.algo_name}) is policy-only: the term is off, the learner imitates only",
+                stacklevel=4,
+            )
+        self.on = self.rl_coef > 0 and not clones_expert and expert.kind != POLICY_ONLY
+
+    def begin(self, n_steps: int, n_envs: int, expert: Expert) -> ShapedReturns | None:
+        """The values the roll-in about to start fills in (None: the term is off)."""
+        self.returns = ShapedReturns(n_steps, n_envs, expert.gamma, self.gae_lambda) if self.on else None
+        return self.returns
+
+    def update(
+        self, model: Any, shortfall: float | None, imitating: bool, clip_range: float, metrics: ImitationMetrics,
+        timings: dict[str, float],
+    ) -> tuple[float, dict[str, Any]]:  # fmt: skip
+        """The term's passes over the latest roll-in, before the imitation's (``model``: the algorithm, whose policy,
+        rollout buffer and settings they use). Returns the imitation's weight w (1: the term stays out) and what to
+        log: QDagger's ``w = 1 - R_learner / R_expert`` on the roll-in's latest episodes, in [0, 1], from
+        ``shortfall``, the relative shortfall of their returns from V*(s0)
+        (:meth:`~sb3ext.algos.aggrevated.rollin.PromisedReturns.shortfall`; None until enough episodes have
+        finished: w = 1)."""
+        shaped = None
+        if self.returns is not None and self.returns.last_values is not None and not imitating:
+            shaped = shaped_scores(self.returns, model.rollout_buffer, model.device)
+        if shaped is None:
+            return 1.0, {}
+        weight = 1.0 if shortfall is None else float(np.clip(shortfall, 0.0, 1.0))
+        start = time.perf_counter()
+        if weight < 1.0:
+            self._passes(model, shaped[0], shaped[1], self.rl_coef * (1.0 - weight), clip_range, metrics)
+        timings["rl_update_s"] = time.perf_counter() - start
+        return weight, {**shaped[2], "imitation_weight": weight}
+
+    def _passes(
+        self, model: Any, obs: Any, scores: SampledScores, step_scale: float, clip_range: float, metrics: ImitationMetrics
+    ) -> None:
+        """``n_epochs`` over the learner's sampled roll-in steps in minibatches of ``batch_size``, as PPO makes them,
+        with the bound penalty and a KL stop of their own (:func:`rl_target_kl`), at ``step_scale`` times the
+        learning rate. They have their own Adam over the actor: in the imitation's, their momentum carried on through
+        the imitation's steps (tens of them, about ten times the term's own move, even with the imitation's loss
+        weighted 0)."""
+        policy = model.policy
+        actor = actor_critic_parameters(policy)[:1]  # the actor's parameters, one group
+        floor = log_std_floor_of(policy, model.action_space)
+        if self.optimizer is None:
+            self.optimizer = policy.optimizer_class(actor[0], lr=1.0, **policy.optimizer_kwargs)
+        for group in self.optimizer.param_groups:
+            group["lr"] = model.lr_schedule(model._current_progress_remaining) * step_scale
+        n_samples = batch_size_of(obs)
+        target_kl = rl_target_kl(model.target_kl, model.n_steps * model.n_envs, model.batch_size)
+        for epoch in range(model.n_epochs):
+            permutation = th.randperm(n_samples, device=model.device)
+            for start in range(0, n_samples, model.batch_size):
+                idx = permutation[start : start + model.batch_size]
+                distribution = policy.get_distribution(select(obs, idx))
+                terms = surrogate_terms(scores, idx, distribution, clip_range, model.action_space, model.device)
+                if kl_exceeded(terms.approx_kl.item(), target_kl):
+                    if model.verbose >= 1:
+                        print(f"Early stopping the reinforcement term at epoch {epoch}: max kl {terms.approx_kl.item():.3f}")
+                    return
+                loss = terms.policy_loss + model.bound_coef * terms.bound_penalty
+                optimizer_step(policy, self.optimizer, loss, actor, model.max_grad_norm, floor)
+                metrics.rl_loss.append(terms.policy_loss.detach())
+                metrics.rl_approx_kl.append(terms.approx_kl.detach())
