@@ -21,6 +21,7 @@ LAYERS = {
     "sb3ext.callbacks": 3,
     "sb3ext.tuning": 4,
     "sb3ext.zoo": 5,
+    "sb3ext.zoo_safety": 5,
     "sb3ext._hook": 5,
     "sb3ext.tune": 6,
     "sb3ext.demo": 6,
