@@ -264,15 +264,15 @@ def test_ids_are_registered_in_a_fresh_interpreter_without_importing_sb3ext() ->
     assert result.stdout.strip().endswith("(4,) True")
 
 
-def test_the_learner_view_script_draws_the_stacked_observation_the_yaml_entry_gives(tmp_path) -> None:
+def test_the_learner_view_draws_the_stacked_observation_the_yaml_entry_gives(tmp_path) -> None:
     import subprocess
     import sys
     from pathlib import Path
 
-    script = Path(__file__).resolve().parent.parent / "scripts" / "learner_view.py"
     out = tmp_path / "view.png"
-    done = subprocess.run([sys.executable, str(script), "sb3ext/BallPlatePixels-v1", str(out), "--steps", "3"],
-                          capture_output=True, text=True, timeout=120, env={**os.environ, "OMP_NUM_THREADS": "1"})  # fmt: skip
+    done = subprocess.run([sys.executable, "-m", "benchmarks.diagnose", "view", "sb3ext/BallPlatePixels-v1", str(out),
+                           "--steps", "3"], capture_output=True, text=True, timeout=120,
+                          cwd=Path(__file__).resolve().parent.parent, env={**os.environ, "OMP_NUM_THREADS": "1"})  # fmt: skip
     assert done.returncode == 0, done.stderr[-2000:]
     # the entry's frame_stack 4, as the zoo stacks it: four frames of the camera, four readings of the 4 joints
     assert done.stdout.strip().endswith("camera (84, 84, 4) uint8, joints (16,) float32"), done.stdout

@@ -1,4 +1,4 @@
-"""scripts/expert_promise.py: an expert's V*(s0) beside the discounted return of its own episodes."""
+"""python -m benchmarks.diagnose promise: an expert's V*(s0) beside the discounted return of its own episodes."""
 
 from __future__ import annotations
 
@@ -6,12 +6,12 @@ import re
 
 import pytest
 
-from scripts.expert_promise import main
+from benchmarks.diagnose import main
 from tests.conftest import shared_expert
 
 
 def test_the_experts_own_shortfall_is_computed_from_its_promises_and_returns(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main([str(shared_expert("sac/Pendulum-v1_1")), "Pendulum-v1", "--episodes", "2"]) == 0
+    assert main(["promise", str(shared_expert("sac/Pendulum-v1_1")), "Pendulum-v1", "--episodes", "2"]) == 0
     out = capsys.readouterr().out
     pairs = [(float(v), float(g)) for v, g in re.findall(r"V\*\(s0\) (-?[\d.]+), discounted return (-?[\d.]+)", out)]
     assert len(pairs) == 2
@@ -23,5 +23,6 @@ def test_the_experts_own_shortfall_is_computed_from_its_promises_and_returns(cap
 
 def test_a_policy_only_expert_is_refused_by_name(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit):
-        main([str(shared_expert("ars/Pendulum-v1_1")), "Pendulum-v1"])
+        main(["promise", str(shared_expert("ars/Pendulum-v1_1")), "Pendulum-v1"])
     assert "is policy-only: it has no V* to compare" in capsys.readouterr().err
+

@@ -1,4 +1,4 @@
-"""scripts/expert_sensitivity.py: perturbed copies of an expert, their action gap and their returns."""
+"""python -m benchmarks.diagnose fragile: perturbed copies of an expert, their action gap and their returns."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from benchmarks.runs import load_saved_learner
 from sb3ext.algos.aggrevated import AggreVaTeD
 from sb3ext.demo import EMBEDDED_EXPERT
 from sb3ext.experts import load_expert
-from scripts.expert_sensitivity import GapRecorder, perturb
+from benchmarks.diagnose import GapRecorder, perturb
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -51,7 +51,7 @@ def test_the_script_counts_the_copies_that_hold_the_threshold_and_measures_a_loa
     model.save(tmp_path / "rl_model_128_steps.zip")
     venv.save(str(tmp_path / "rl_model_vecnormalize_128_steps.pkl"))
     done = subprocess.run(
-        [sys.executable, "-m", "scripts.expert_sensitivity", str(EMBEDDED_EXPERT), "Pendulum-v1", "--scales", "0", "3",
+        [sys.executable, "-m", "benchmarks.diagnose", "fragile", str(EMBEDDED_EXPERT), "Pendulum-v1", "--scales", "0", "3",
          "--copies", "2", "--episodes", "3", "--learner", str(tmp_path / "rl_model_128_steps.zip")],
         capture_output=True, text=True, timeout=300, cwd=ROOT, env={**os.environ, "OMP_NUM_THREADS": "1"},
     )  # fmt: skip
