@@ -62,3 +62,16 @@ def test_the_quick_start_runs_as_written_from_an_empty_folder(language: str, tmp
         assert "Loading logs/aggrevated/Pendulum-v1_1/Pendulum-v1.zip" in done.stdout
     else:
         assert (tmp_path / "aggrevated_pendulum.zip").is_file()
+
+
+REFERENCE = ROOT / "docs" / "algos" / "aggrevated.md"
+
+
+@pytest.mark.parametrize("index", [0, 1])
+def test_the_references_python_examples_run_from_an_empty_folder(index: int, tmp_path: Path) -> None:
+    text = REFERENCE.read_text()
+    assert len(text.splitlines()) <= 300
+    code = re.findall(r"```python\n(.*?)```", text, flags=re.DOTALL)[index]
+    code = code.replace(".learn(4000)", ".learn(512)").replace(".learn(2_000)", ".learn(256)")
+    done = run([sys.executable, "-c", code], tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]

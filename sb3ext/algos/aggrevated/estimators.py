@@ -263,7 +263,7 @@ def make_estimator(expert: Expert, action_space: spaces.Space, clones_expert: bo
         warnings.warn(
             f"Expert {expert.source} ({expert.algo_name}) has no critic: AggreVaTeD scores the learner's actions by "
             "their closeness to the expert's action (a Gaussian centred on it), a cloning signal with no cost-to-go; "
-            "it can reach the expert, not pass it (docs/algos/aggrevated.md, Policy-only experts)",
+            "it can reach the expert, not pass it (docs/algos/aggrevated.md, How it works)",
             UserWarning,
             stacklevel=4,
         )
