@@ -238,6 +238,44 @@ def experts_table(suite: Suite, refs: dict[str, dict[str, Any]], work: Path) -> 
     return lines + ([""] + why if why else [])
 
 
+def normalised_scores(suite: Suite, refs: dict[str, dict[str, Any]], results: dict[str, list[dict[str, Any]]],
+                      out: Path) -> list[str]:  # fmt: skip
+    """The PPO paper's score (Table 1) beside the suite's ``paper_scores``: per task, a run's final return shifted and
+    scaled so that the random policy scores 0 and the best method (its mean final over its seeds) 1; per method, the
+    mean over its runs, and the spread of the tasks' means. Written to ``<suite>_normalised.csv`` as well."""
+    finals: dict[str, dict[str, list[float]]] = {}
+    for task in suite.tasks.values():
+        for result in results.get(task.name, []):
+            finals.setdefault(task.name, {}).setdefault(result["method"], []).append(summarise(result, 0.0).final)
+    methods = [m for m, _ in suite.paper_scores]
+    per_task: dict[str, dict[str, float]] = {}
+    for task_name, by_method in finals.items():
+        best, random = max(np.mean(v) for v in by_method.values()), refs[task_name]["random"]
+        per_task[task_name] = {m: float(np.mean([(f - random) / (best - random) for f in v])) for m, v in by_method.items()}
+    complete = [t for t, scores in per_task.items() if all(m in scores for m in methods)]
+    if not complete:
+        return [f"No task has a run of every method yet ({', '.join(methods)})."]
+    paper = dict(suite.paper_scores)
+    lines = ["| method | score here (mean over runs) | the paper's | " + " | ".join(complete) + " |",
+             "|---" * (3 + len(complete)) + "|"]  # fmt: skip
+    rows = []
+    for method in methods:
+        runs = [(f - refs[t]["random"]) / (max(np.mean(v) for v in finals[t].values()) - refs[t]["random"])
+                for t in complete for f in finals[t][method]]  # fmt: skip
+        mean = float(np.mean(runs)) if runs else float("nan")
+        rows.append({"method": method, "score": mean, "paper": paper[method], "runs": len(runs),
+                     **{t: per_task[t][method] for t in complete}})  # fmt: skip
+        cells = " | ".join(f"{per_task[t][method]:.2f}" for t in complete)
+        lines.append(f"| {method} | {mean:.2f} ({len(runs)} runs) | {paper[method]:.2f} | {cells} |")
+    with open(out / f"{suite.name}_normalised.csv", "w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=["method", "score", "paper", "runs", *complete])
+        writer.writeheader()
+        writer.writerows(rows)
+    skipped = sorted(set(per_task) - set(complete))
+    note = f" Tasks left out until every method has run there: {', '.join(skipped)}." if skipped else ""
+    return [*lines, "", f"Per task: the mean over that method's seeds.{note}"]
+
+
 def collect(suite: Suite, work: Path, out: Path) -> tuple[dict[str, dict[str, Any]], dict[str, dict[str, Any]]]:
     """The references (per task) and finished results (per ``task/method/seed``) of the suite: the committed record
     under ``out`` with the runs finished under ``work`` over it."""
@@ -318,6 +356,11 @@ def write_page(suite: Suite, work: Path, out: Path) -> Path:
     if sum(bool(results.get(t)) for t in suite.tasks) > 1:
         lines += ["## Summary", "", "Per method: median env steps to the threshold (the share of later checkpoints "
                   "holding it; the median final return).", "", *summary_table(suite, refs, results), ""]  # fmt: skip
+    if suite.paper_scores and results:
+        out.mkdir(parents=True, exist_ok=True)
+        lines += ["## The paper's score", "", "Each run's final return shifted and scaled per task so that a uniformly "
+                  "random policy scores 0 and the task's best method (its mean over seeds) 1, averaged over the runs, "
+                  "beside the paper's Table 1.", "", *normalised_scores(suite, refs, results, out), ""]  # fmt: skip
     table = experts_table(suite, refs, work)
     if len(table) > 2:
         lines += ["## The experts: recorded and here", "",

@@ -22,7 +22,7 @@ IMITATION_METHODS = {"imitation_dagger": "dagger", "imitation_bc": "bc"}
 #: zoo algorithms that learn from the task's expert (the others train from scratch)
 EXPERT_ALGOS = {"aggrevated", "dagger"}
 
-SUITE_KEYS = {"about", "seeds", "episodes", "eval_seed", "tasks"}
+SUITE_KEYS = {"about", "seeds", "episodes", "eval_seed", "tasks", "paper_scores"}
 TASK_KEYS = {
     "env",
     "env_kwargs",
@@ -112,6 +112,8 @@ class Suite:
     seeds: tuple[int, ...] = (0, 1, 2)
     episodes: int = 30
     eval_seed: int = 50_000
+    #: a paper's normalised score per method (random 0, the best method of a task 1), shown beside this suite's
+    paper_scores: tuple[tuple[str, float], ...] = ()
 
     def select(
         self, tasks: list[str] | None = None, methods: list[str] | None = None, seeds: list[int] | None = None
@@ -267,8 +269,21 @@ def load_suites(path: Path = SUITES_FILE) -> dict[str, Suite]:
             seeds=_seeds(f"suite {name}", spec) or (0, 1, 2),
             episodes=_positive_int(f"suite {name}.episodes", spec.get("episodes", 30)),
             eval_seed=int(spec.get("eval_seed", 50_000)),
+            paper_scores=_paper_scores(f"suite {name}", spec),
         )
     return suites
+
+
+def _paper_scores(where: str, spec: dict[str, Any]) -> tuple[tuple[str, float], ...]:
+    """A suite's ``paper_scores``: a number per method that its tasks run."""
+    scores = spec.get("paper_scores") or {}
+    methods = {m for task in (spec.get("tasks") or {}).values() for m in (task or {}).get("methods") or {}}
+    if not isinstance(scores, dict) or not all(isinstance(v, (int, float)) for v in scores.values()):
+        raise SuiteError(f"{where}.paper_scores: {scores!r}; allowed: a mapping of method names to numbers")
+    unknown = sorted(set(scores) - methods)
+    if unknown:
+        raise SuiteError(f"{where}.paper_scores: unknown method(s) {unknown}; allowed: {sorted(methods)}")
+    return tuple((str(k), float(v)) for k, v in scores.items())
 
 
 def get_suite(name: str, path: Path = SUITES_FILE) -> Suite:

@@ -352,3 +352,27 @@ def test_references_record_where_they_were_measured_and_a_measurement_elsewhere_
     assert f"the threshold there would be {threshold_of(task, first):.1f}" in provenance("tiny", task, old, [run])[0]
     with pytest.raises(SystemExit):
         main([*args, "--tasks", "Nope-v0"])
+
+
+def test_the_papers_score_is_random_zero_best_one_per_task_averaged_over_runs(tmp_path: Path) -> None:
+    """The ppo_paper page's score: per task, (final - random) / (best method's mean final - random); per method, the
+    mean over its runs on the tasks where every method has run."""
+    from benchmarks.report import normalised_scores
+
+    suite = load_suites()["ppo_paper"]
+    finals = {"clip_0.2": [90.0, 110.0], "no_clipping": [-20.0, 0.0], "adaptive_kl_0.01": [60.0, 80.0], "fixed_kl_1": [40.0]}
+
+    def run(task: str, method: str, seed: int, final: float) -> dict:
+        return {"task": task, "method": method, "seed": seed, "budget": 10, "steps": [10], "returns": [final], "wall_s": [1.0]}
+
+    results = {"Hopper-v5": [run("Hopper-v5", m, s, f) for m, fs in finals.items() for s, f in enumerate(fs)],
+               "Walker2d-v5": [run("Walker2d-v5", "clip_0.2", 0, 5.0)]}  # fmt: skip
+    refs = {"Hopper-v5": {"random": 0.0}, "Walker2d-v5": {"random": 0.0}}
+    lines = normalised_scores(suite, refs, results, tmp_path)
+    rows = {line.split(" | ")[0].strip("| "): line for line in lines if line.startswith("| ") and "(" in line}
+    assert "| clip_0.2 | 1.00 (2 runs) | 0.82 | 1.00 |" == rows["clip_0.2"]  # the best method: 1
+    assert rows["no_clipping"].startswith("| no_clipping | -0.10 (2 runs) | -0.39 |")
+    assert rows["adaptive_kl_0.01"].startswith("| adaptive_kl_0.01 | 0.70 (2 runs)")
+    assert rows["fixed_kl_1"].startswith("| fixed_kl_1 | 0.40 (1 runs)")
+    assert "Walker2d-v5" in lines[-1]  # left out until every method has run there
+    assert (tmp_path / "ppo_paper_normalised.csv").read_text().startswith("method,score,paper,runs,Hopper-v5")

@@ -25,4 +25,3 @@ def test_a_policy_only_expert_is_refused_by_name(capsys: pytest.CaptureFixture[s
     with pytest.raises(SystemExit):
         main(["promise", str(shared_expert("ars/Pendulum-v1_1")), "Pendulum-v1"])
     assert "is policy-only: it has no V* to compare" in capsys.readouterr().err
-

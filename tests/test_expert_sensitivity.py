@@ -13,11 +13,11 @@ import numpy as np
 from stable_baselines3.common.env_util import make_vec_env
 from stable_baselines3.common.vec_env import VecNormalize
 
+from benchmarks.diagnose import GapRecorder, perturb
 from benchmarks.runs import load_saved_learner
 from sb3ext.algos.aggrevated import AggreVaTeD
 from sb3ext.demo import EMBEDDED_EXPERT
 from sb3ext.experts import load_expert
-from benchmarks.diagnose import GapRecorder, perturb
 
 ROOT = Path(__file__).resolve().parent.parent
 
