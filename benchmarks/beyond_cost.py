@@ -2,8 +2,8 @@
 (writes ``docs/benchmarks/beyond_cost.md``).
 
 The stage that is to take a learner past its expert is built from SB3's and sb3-contrib's off-policy algorithms
-(issue 78). Its cost is set by a few levers: the algorithm (SAC's twin critics, TQC's five, CrossQ's batch-normalised
-critics without targets), the width of the networks, the minibatch, the updates per decision (``train_freq`` and
+(issue 78). Its cost is set by a few levers: the algorithm (SAC's twin critics, TQC's five, TD3's actor updated every
+second step, CrossQ's batch-normalised critics without targets), the width of the networks, the minibatch, the updates per decision (``train_freq`` and
 ``gradient_steps``), n-step returns (SB3's ``NStepReplayBuffer``) and action repeat (rl_zoo3's ``FrameSkip``: one
 decision, and one update, per ``skip`` env steps). Each configuration learns on BipedalWalkerHardcore-v3 for
 ``--steps`` env steps after its replay buffer holds 1,000 transitions, on one torch thread; the page gives the CPU
@@ -35,6 +35,8 @@ CONFIGS: dict[str, tuple[str, int, dict[str, Any]]] = {
     "SAC 256-256, action repeat 2": ("sac", 2, {"policy_kwargs": {"net_arch": [256, 256]}}),
     "SAC 256-256, action repeat 4": ("sac", 4, {"policy_kwargs": {"net_arch": [256, 256]}}),
     "SAC 128-128, action repeat 4": ("sac", 4, {"policy_kwargs": {"net_arch": [128, 128]}}),
+    "TD3 256-256 (actor every 2nd update)": ("td3", 1, {"policy_kwargs": {"net_arch": [256, 256]}}),
+    "TD3 256-256, action repeat 2": ("td3", 2, {"policy_kwargs": {"net_arch": [256, 256]}}),
     "CrossQ (its defaults)": ("crossq", 1, {}),
 }
 
@@ -44,7 +46,7 @@ def build(algo: str, repeat: int, settings: dict[str, Any]) -> Any:
     import gymnasium as gym
     from rl_zoo3.wrappers import FrameSkip
     from sb3_contrib import TQC, CrossQ
-    from stable_baselines3 import SAC
+    from stable_baselines3 import SAC, TD3
     from stable_baselines3.common.buffers import NStepReplayBuffer
 
     env = gym.make(ENV)
@@ -53,7 +55,7 @@ def build(algo: str, repeat: int, settings: dict[str, Any]) -> Any:
     n_step = settings.pop("n_step", 1)
     if n_step > 1:
         settings.update(replay_buffer_class=NStepReplayBuffer, replay_buffer_kwargs={"n_steps": n_step})
-    cls = {"sac": SAC, "tqc": TQC, "crossq": CrossQ}[algo]
+    cls = {"sac": SAC, "tqc": TQC, "crossq": CrossQ, "td3": TD3}[algo]
     model = cls("MlpPolicy", env, learning_starts=1_000, buffer_size=200_000, seed=0, device="cpu", **settings)
     model.learn(1_000)
     return model
