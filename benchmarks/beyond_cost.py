@@ -2,13 +2,14 @@
 (writes ``docs/benchmarks/beyond_cost.md``).
 
 The stage that is to take a learner past its expert is built from SB3's and sb3-contrib's off-policy algorithms
-(issue 78). Its cost is set by a few levers: the algorithm (SAC's twin critics, TQC's five, TD3's actor updated every
-second step, CrossQ's batch-normalised critics without targets), the width of the networks, the minibatch, the updates per decision (``train_freq`` and
-``gradient_steps``), n-step returns (SB3's ``NStepReplayBuffer``) and action repeat (rl_zoo3's ``FrameSkip``: one
-decision, and one update, per ``skip`` env steps). Each configuration learns on BipedalWalkerHardcore-v3 for
-``--steps`` env steps after its replay buffer holds 1,000 transitions, on one torch thread; the page gives the CPU
-seconds (``time.process_time``) per 1,000 env steps, the hours of one core that 1M env steps take, and the ratio to
-the zoo's own TQC settings measured in the same run. Timings on a shared machine are noisy: compare the ratios.
+(issue 78). Its cost is set by a few levers: the algorithm (SAC's twin critics, TQC's five, TD3's actor updated
+every second step, CrossQ's batch-normalised critics without targets), the width of the networks, the minibatch,
+the updates per decision (``train_freq`` and ``gradient_steps``), n-step returns (SB3's ``NStepReplayBuffer``) and
+action repeat (rl_zoo3's ``FrameSkip``: one decision, and one update, per ``skip`` env steps). Each configuration
+learns on BipedalWalkerHardcore-v3 for ``--steps`` env steps after its replay buffer holds 1,000 transitions, on one
+torch thread; the page gives the CPU seconds (``time.process_time``) per 1,000 env steps, the hours of one core that
+1M env steps take, and the ratio to the zoo's own TQC settings measured in the same run. Timings on a shared machine
+are noisy: compare the ratios.
 """
 
 from __future__ import annotations

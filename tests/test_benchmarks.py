@@ -376,3 +376,22 @@ def test_the_papers_score_is_random_zero_best_one_per_task_averaged_over_runs(tm
     assert rows["fixed_kl_1"].startswith("| fixed_kl_1 | 0.40 (1 runs)")
     assert "Walker2d-v5" in lines[-1]  # left out until every method has run there
     assert (tmp_path / "ppo_paper_normalised.csv").read_text().startswith("method,score,paper,runs,Hopper-v5")
+
+
+def test_the_beyond_cost_configurations_are_the_levers_they_name() -> None:
+    """Each configuration of the off-policy cost page builds the algorithm, network, update rate, n-step buffer and
+    action repeat its name says (its buffer holds 1,000 transitions, no update made yet)."""
+    from rl_zoo3.wrappers import FrameSkip
+    from stable_baselines3.common.buffers import NStepReplayBuffer
+
+    from benchmarks.beyond_cost import CONFIGS, build
+
+    for name, (algo, repeat, settings) in CONFIGS.items():
+        model = build(algo, repeat, settings)
+        assert type(model).__name__.lower() == algo and model._n_updates == 0, name
+        assert model.replay_buffer.size() == 1_000, name
+        assert isinstance(model.env.envs[0].env, FrameSkip) == (repeat > 1), name
+        assert isinstance(model.replay_buffer, NStepReplayBuffer) == ("3-step" in name), name
+        assert model.train_freq.frequency == settings.get("train_freq", 1), name
+        arch = settings.get("policy_kwargs", {}).get("net_arch")
+        assert arch is None or f"{arch[0]}-{arch[1]}" in name, name
