@@ -151,7 +151,7 @@ def test_tensorboard_logs_aggrevateds_metrics_through_the_zoo(wheel_venv: FreshV
     [
         ("aggrevated", "LunarLander-v3", "ppo/LunarLander-v2_1"),  # Discrete actions, a value-only expert
         ("dagger", "HopperBulletEnv-v0", "ddpg/HopperBulletEnv-v0_1"),  # Box actions, a Q expert with a time feature
-        ("ppo_kl", "LunarLander-v3", None),
+        ("ppo_kl", "Acrobot-v1", None),  # Discrete actions, no ppo_kl entry
         ("rpo", "MountainCarContinuous-v0", None),
         ("ppo_tanh", "MountainCarContinuous-v0", None),
     ],
