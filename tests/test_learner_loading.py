@@ -218,6 +218,19 @@ def test_fields_the_class_allows_at_infinity_load_and_others_do_not(tmp_path: Pa
         AggreVaTeD.load(infinite_gamma)
 
 
+def test_a_ppo_variant_without_gradient_clipping_loads(tmp_path: Path) -> None:
+    """``max_grad_norm: .inf`` (the PPO paper's set-up, benchmarks/ppo_paper.yml) means no clipping in every SB3
+    algorithm: a variant saved with it loads; a NaN there is refused."""
+    model = KLPPO("MlpPolicy", make_vec_env("Pendulum-v1", n_envs=1, seed=0), n_steps=16, batch_size=16,
+                  max_grad_norm=float("inf"), kl_target=None, seed=0)  # fmt: skip
+    path = tmp_path / "unclipped.zip"
+    model.save(path)
+    assert KLPPO.load(path).max_grad_norm == float("inf")
+    rewrite(path, lambda data: data.update(max_grad_norm=float("nan")))
+    with pytest.raises(ValueError, match=r"field max_grad_norm: nan; allowed: a non-NaN number"):
+        KLPPO.load(path)
+
+
 def test_dict_observation_spaces_load_flat_and_bounded() -> None:
     """A MultiInputPolicy learner's Dict space loads through the restricted unpickler; nesting, a non-text key or
     more than 64 keys is refused in one line."""

@@ -9,7 +9,8 @@ experts (:mod:`sb3ext.experts.building`):
   unpickler; schedules are rebuilt from SB3's schedule classes and numbers only; the episode buffers from plain
   containers; any other serialized field (the last observations too: training goes on from a reset, as after
   ``load(env=...)``) is scanned for the names it holds and dropped;
-* plain fields must be finite JSON scalars (+-inf where the class lists the field in ``infinite_fields``); ``env``
+* plain fields must be finite JSON scalars (+-inf in ``max_grad_norm``, no clipping, and where the class lists the
+  field in ``infinite_fields``); ``env``
   and ``expert`` must be absent (a genuine save never writes them), ``tensorboard_log`` comes from the caller;
   sizes (``n_steps``, ``n_envs``, windows, memories) are bounded, and so are the buffers they size; fields the class
   no longer has (settings since removed) are dropped;
@@ -73,6 +74,8 @@ SIZE_LIMITS = {
     "buffer_size": 1 << 24,
     "gradient_steps": 1 << 16,
 }
+#: fields every SB3 algorithm gives a meaning at infinity: ``max_grad_norm`` inf clips nothing (the PPO paper's set-up)
+INFINITE_FIELDS = frozenset({"max_grad_norm"})
 #: the most elements one buffer the fields size may hold (1 GiB of float32)
 MAX_BUFFER_ELEMENTS = 1 << 28
 #: an off-policy replay buffer may hold more (4 GiB of float32: the zoo's 1M transitions of Humanoid's 376 numbers)
@@ -330,7 +333,8 @@ def load_learner(
             elif raw is not None:
                 scan_field(archive, data, key)  # names only allowed modules, and is dropped
             else:
-                fields[key] = _plain(value, field_where, key in getattr(cls, "infinite_fields", ()))
+                infinite = key in INFINITE_FIELDS or key in getattr(cls, "infinite_fields", ())
+                fields[key] = _plain(value, field_where, infinite)
         _check_sizes({**fields, **kwargs}, observation_space, action_space, where)
         state = archive.tensors("policy.pth")
         optimizers = {  # policy.optimizer; an off-policy model's actor.optimizer, critic.optimizer, ent_coef_optimizer
