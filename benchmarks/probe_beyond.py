@@ -24,6 +24,7 @@ import numpy as np
 import torch as th
 import yaml
 from stable_baselines3 import TD3
+from stable_baselines3.common.buffers import NStepReplayBuffer
 from stable_baselines3.common.env_util import make_vec_env
 from stable_baselines3.common.noise import NormalActionNoise
 from stable_baselines3.common.utils import LinearSchedule, polyak_update
@@ -146,27 +147,136 @@ class IBRL(TD3):
                 polyak_update(self.actor.parameters(), self.actor_target.parameters(), self.tau)
 
 
+class AWAC(TD3):
+    """The imitation policy itself, improved by advantage-weighted regression on its own replay (AWAC, Nair et al.
+    2020): it moves only toward actions it took whose critic advantage is positive, never along the critic's action
+    gradient. The critics evaluate it (next actions sampled from it); the TD3 actor is unused."""
+
+    prior_policy = None  # the imitation policy: a copy is improved, the original kept for the warm-up
+    critic_steps = 0  # at the first update: the critics fitted to the policy's values on the warm-up buffer
+    expert = None  # HuRL (Cheng et al. 2021): the critics bootstrap on lam * V*(s') + (1 - lam) * Q(s', a')
+    hurl = 0.0  # lam at the stage's start, decaying linearly to 0 over hurl_updates critic updates
+    hurl_updates = 1
+    temperature = 0.0  # 0: weight 1 where the advantage is positive (CRR's binary filter); > 0: exp(A / (t·mean|A|))
+    actor_lr = 1e-4
+    unclipped = False  # the buffer keeps the Gaussian's own samples (the env gets them clipped): no pull inward
+    control = False  # weights drawn at random at the filter's own rate: what the machinery does without the critic
+
+    def setup_awac(self) -> None:
+        import copy
+
+        self.pi = copy.deepcopy(self.prior_policy)
+        self.pi.set_training_mode(False)
+        params = [p for n, p in self.pi.named_parameters() if not n.startswith(("value_net", "mlp_extractor.value_net"))]
+        self.pi_optimizer = th.optim.Adam(params, lr=self.actor_lr)
+        self.awac_log = []
+
+    def _sample_action(self, learning_starts, action_noise=None, n_envs=1):
+        obs = th.as_tensor(self._last_obs, dtype=th.float32)
+        with th.no_grad():
+            sample = self.pi.get_distribution(obs).sample()
+        self.prior_share.append(1.0)
+        clipped = sample.clamp(-1, 1).numpy()
+        return self.policy.unscale_action(clipped), sample.numpy() if self.unclipped else clipped
+
+    def fit_critics(self, steps: int, batch_size: int) -> None:
+        for step in range(steps):
+            self.critic_update(self.sample(batch_size))
+            if step % self.policy_delay == 0:
+                polyak_update(self.critic.parameters(), self.critic_target.parameters(), self.tau)
+
+    def lam(self) -> float:
+        return self.hurl * max(0.0, 1.0 - self._n_updates / self.hurl_updates)
+
+    def sample(self, batch_size: int):
+        """A batch with the learner's view of the observations; with HuRL, the rewards on the expert's scale and
+        V*(s') in ``self.next_v``."""
+        if not self.hurl:
+            return self.replay_buffer.sample(batch_size, env=self._vec_normalize_env)
+        raw = self.replay_buffer.sample(batch_size, env=None)
+        venv = self._vec_normalize_env
+        with th.no_grad():
+            self.next_v = self.expert.value(self.expert.obs_tensor(raw.next_observations.numpy()))[:, None]
+        return raw._replace(
+            observations=th.as_tensor(venv.normalize_obs(raw.observations.numpy())),
+            next_observations=th.as_tensor(venv.normalize_obs(raw.next_observations.numpy())),
+            rewards=th.as_tensor(self.expert.normalize_reward(raw.rewards.numpy())),
+        )
+
+    def critic_update(self, data) -> float:
+        with th.no_grad():
+            next_a = self.pi.get_distribution(data.next_observations).sample()
+            next_a = next_a if self.unclipped else next_a.clamp(-1, 1)
+            nq = th.min(th.cat(self.critic_target(data.next_observations, next_a), dim=1), dim=1, keepdim=True).values
+            lam = self.lam()
+            if lam > 0:
+                nq = lam * self.next_v + (1 - lam) * nq
+            discounts = data.discounts if data.discounts is not None else self.gamma  # n-step returns
+            target = data.rewards + (1 - data.dones) * discounts * nq
+        loss = sum(F.mse_loss(q, target) for q in self.critic(data.observations, data.actions))
+        self.critic.optimizer.zero_grad()
+        loss.backward()
+        self.critic.optimizer.step()
+        return float(loss.item())
+
+    def actor_update(self, data) -> None:
+        with th.no_grad():
+            q = th.min(th.cat(self.critic(data.observations, data.actions), dim=1), dim=1).values
+            mode = self.pi.get_distribution(data.observations).mode()
+            mode = mode if self.unclipped else mode.clamp(-1, 1)
+            v = th.min(th.cat(self.critic(data.observations, mode), dim=1), dim=1).values
+            adv = q - v
+            if self.temperature > 0:
+                w = th.exp((adv / (self.temperature * adv.abs().mean() + 1e-8)).clamp(max=np.log(20.0)))
+            else:
+                w = (adv > 0).float()
+            if self.control:
+                w = (th.rand_like(w) < w.mean()).float()
+        log_prob = self.pi.get_distribution(data.observations).log_prob(data.actions)
+        loss = -(w * log_prob).mean()
+        self.pi_optimizer.zero_grad()
+        loss.backward()
+        th.nn.utils.clip_grad_norm_(self.pi.parameters(), 0.5)
+        self.pi_optimizer.step()
+        self.awac_log.append((float(w.mean()), float(adv.mean()), float(adv.std())))
+
+    def train(self, gradient_steps: int, batch_size: int = 100) -> None:
+        if self._n_updates == 0 and self.critic_steps:
+            self.fit_critics(self.critic_steps, batch_size)
+        for _ in range(gradient_steps):
+            self._n_updates += 1
+            data = self.sample(batch_size)
+            self.critic_update(data)
+            if self._n_updates % self.policy_delay == 0:
+                self.actor_update(data)
+                polyak_update(self.critic.parameters(), self.critic_target.parameters(), self.tau)
+
+
 def evaluate(model: IBRL, stats, episodes: int, seed: int, mode: str) -> list[float]:
     import gymnasium as gym
 
     env = gym.make(ENV)
-    returns = []
+    returns, magnitudes = [], []
     for i in range(episodes):
         obs, _ = env.reset(seed=seed + i)
         total, done = 0.0, False
         while not done:
             o = th.as_tensor(np.clip((obs - stats.mean) / np.sqrt(stats.var + 1e-8), -10, 10)[None], dtype=th.float32)
             with th.no_grad():
-                if mode == "prior":
+                if mode == "awac":
+                    a = model.pi.get_distribution(o).mode().clamp(-1, 1)
+                elif mode == "prior":
                     a = model.prior_actions(o)
                 elif mode == "actor":
                     a = model.act(o, model.actor) if model.residual > 0 else model.actor(o)
                 else:
                     a, _ = model.choose(o, model.actor(o))
             obs, r, term, trunc, _ = env.step(a.numpy()[0])
+            magnitudes.append(float(a.abs().mean()))
             total += r
             done = term or trunc
         returns.append(total)
+    model.action_magnitude = float(np.mean(magnitudes))  # the mean |torque| played: a myopic critic lowers it
     return returns
 
 
@@ -184,6 +294,15 @@ def main() -> None:
     p.add_argument("--critic-steps", type=int, default=0)
     p.add_argument("--conservative", action="store_true")
     p.add_argument("--residual", type=float, default=0.0)
+    p.add_argument("--awac", action="store_true")
+    p.add_argument("--unclipped", action="store_true")
+    p.add_argument("--control", action="store_true")
+    p.add_argument("--n-step", type=int, default=1)
+    p.add_argument("--hurl", type=float, default=0.0)
+    p.add_argument("--hurl-updates", type=int, default=100_000)
+    p.add_argument("--temperature", type=float, default=0.0)
+    p.add_argument("--actor-lr", type=float, default=1e-4)
+    p.add_argument("--train-freq", type=int, default=1)
     a = p.parse_args()
     th.set_num_threads(1)
     a.out.mkdir(parents=True, exist_ok=True)
@@ -217,7 +336,7 @@ def main() -> None:
     venv.training = False  # the prior's view stays as it was trained
     stats = venv.obs_rms
     n = a.net
-    model = IBRL(
+    model = (AWAC if a.awac else IBRL)(
         "MlpPolicy",
         venv,
         policy_kwargs=dict(net_arch=[n, n]),
@@ -225,7 +344,10 @@ def main() -> None:
         buffer_size=1_000_000,
         batch_size=256,
         seed=a.seed,
-        action_noise=NormalActionNoise(np.zeros(4), 0.1 * np.ones(4)),
+        action_noise=None if a.awac else NormalActionNoise(np.zeros(4), 0.1 * np.ones(4)),
+        train_freq=a.train_freq,
+        replay_buffer_class=NStepReplayBuffer if a.n_step > 1 else None,
+        replay_buffer_kwargs=dict(n_steps=a.n_step, gamma=0.99) if a.n_step > 1 else None,
         device="cpu",
         verbose=0,
     )
@@ -233,13 +355,23 @@ def main() -> None:
     model.prior_share = []
     model.bc_steps, model.critic_steps, model.conservative = a.bc_steps, a.critic_steps, a.conservative
     model.residual = a.residual
+    if a.awac:
+        model.temperature, model.actor_lr = a.temperature, a.actor_lr
+        model.hurl, model.hurl_updates = a.hurl, a.hurl_updates
+        model.unclipped, model.control = a.unclipped, a.control
+        if a.hurl:
+            from sb3ext.experts import load_expert
+
+            model.expert = load_expert(EXPERT, ENV)
+            model.gamma = model.expert.gamma
+        model.setup_awac()
     if a.residual > 0:  # the correction starts at zero: the residual policy is the prior
         with th.no_grad():
             for net in (model.actor, model.actor_target):
                 last = [m for m in net.mu if isinstance(m, th.nn.Linear)][-1]
                 last.weight.mul_(0.0)
                 last.bias.mul_(0.0)
-    r = evaluate(model, stats, a.episodes, 50_000, "prior")
+    r = evaluate(model, stats, a.episodes, 50_000, "awac" if a.awac else "prior")
     print(
         json.dumps({"stage": "ibrl", "steps": 0, "prior": float(np.mean(r)), "prior_se": float(np.std(r) / np.sqrt(len(r)))}),
         file=log,
@@ -251,8 +383,8 @@ def main() -> None:
         model.learn(a.eval_every, reset_num_timesteps=False)
         done += a.eval_every
         cpu = time.process_time() - t
-        actor = evaluate(model, stats, a.episodes, 50_000, "actor")
-        greedy = actor if model.residual > 0 else evaluate(model, stats, a.episodes, 50_000, "greedy")
+        actor = evaluate(model, stats, a.episodes, 50_000, "awac" if a.awac else "actor")
+        greedy = actor if model.residual > 0 or a.awac else evaluate(model, stats, a.episodes, 50_000, "greedy")
         share = float(np.mean(model.prior_share[-a.eval_every :]))
         print(
             json.dumps(
@@ -264,6 +396,9 @@ def main() -> None:
                     "actor": float(np.mean(actor)),
                     "prior_share": share,
                     "train_cpu_s": cpu,
+                    "lam": model.lam() if a.awac else None,
+                    "action_magnitude": model.action_magnitude,
+                    "awac": np.mean(model.awac_log[-1000:], axis=0).tolist() if a.awac and model.awac_log else None,
                 }
             ),
             file=log,

@@ -53,6 +53,7 @@ class RunSummary:
     final: float  # the last checkpoint's return
     best: float
     train_wall_s: float
+    train_cpu_s: float | None  # None: trained before CPU time was recorded (see cpu_hours_cell)
     machine: str
 
 
@@ -63,7 +64,7 @@ def return_text(value: float) -> str:
 
 def summarise(result: dict[str, Any], threshold: float) -> RunSummary:
     if "summary" in result:  # recorded without its curve (benchmarks/record.py)
-        return RunSummary(**{key: result["summary"][key] for key in RunSummary.__dataclass_fields__})
+        return RunSummary(**{key: result["summary"].get(key) for key in RunSummary.__dataclass_fields__})
     steps, returns = np.asarray(result["steps"]), np.asarray(result["returns"], dtype=float)
     hits = np.flatnonzero(returns >= threshold)
     first = int(hits[0]) if hits.size else None
@@ -78,6 +79,7 @@ def summarise(result: dict[str, Any], threshold: float) -> RunSummary:
         final=float(returns[-1]) if returns.size else math.nan,
         best=float(returns.max()) if returns.size else math.nan,
         train_wall_s=float(result.get("train_wall_s", 0.0)),
+        train_cpu_s=None if result.get("train_cpu_s") is None else float(result["train_cpu_s"]),
         machine=str(result.get("machine", "not recorded")),
     )
 
@@ -95,6 +97,19 @@ def steps_cell(runs: list[RunSummary]) -> str:
     each = ", ".join("—" if r.steps_to_threshold is None else f"{r.steps_to_threshold:,}" for r in runs)
     head = f"not in {max(r.budget for r in runs):,}" if median is None else f"**{median:,.0f}**"
     return f"{head} ({each})"
+
+
+def cpu_hours(runs: list[RunSummary]) -> tuple[float, bool]:
+    """The runs' training CPU-hours, and whether some are bounded by wall-clock: a run trained before CPU time was
+    recorded counts its training wall-clock (one thread: its CPU time is at most that)."""
+    return sum(r.train_wall_s if r.train_cpu_s is None else r.train_cpu_s for r in runs) / 3600, any(
+        r.train_cpu_s is None for r in runs
+    )
+
+
+def cpu_hours_cell(runs: list[RunSummary]) -> str:
+    hours, bounded = cpu_hours(runs)
+    return f"{'≤ ' if bounded else ''}{hours:.2f}"
 
 
 def held_cell(runs: list[RunSummary], results: dict[tuple[str, int], dict[str, Any]], threshold: float) -> str:
@@ -116,8 +131,9 @@ def task_table(task: Task, refs: dict[str, Any], results: list[dict[str, Any]]) 
     threshold = threshold_of(task, refs)
     lines = [
         "| method | env steps to the threshold: median (seeds) | checkpoints holding it from the crossing on "
-        "| final return: median (seeds) | wall-clock to the threshold (median) | training wall-clock (median) |",
-        "|---|---|---|---|---|---|",
+        "| final return: median (seeds) | wall-clock to the threshold (median) | training wall-clock (median) "
+        "| training CPU-hours (all seeds) |",
+        "|---|---|---|---|---|---|---|",
     ]
     summaries = []
     by_key = {(r["method"], r["seed"]): r for r in results}
@@ -131,7 +147,7 @@ def task_table(task: Task, refs: dict[str, Any], results: list[dict[str, Any]]) 
         lines.append(
             f"| {LABELS.get(method, method)} | {steps_cell(runs)} | {held_cell(runs, by_key, threshold)} "
             f"| {np.median([r.final for r in runs]):.1f} ({finals}) | {'—' if wall is None else f'{wall:,.0f} s'} "
-            f"| {np.median([r.train_wall_s for r in runs]):,.0f} s |"
+            f"| {np.median([r.train_wall_s for r in runs]):,.0f} s | {cpu_hours_cell(runs)} |"
         )
     return lines, summaries
 
@@ -350,9 +366,12 @@ def write_page(suite: Suite, work: Path, out: Path) -> Path:
         f"episodes (seeds {suite.eval_seed:,}-{suite.eval_seed + suite.episodes - 1:,}) as the expert and a uniformly "
         f"random policy; the threshold is {THRESHOLD_FRACTION:.0%} of the way from random to the expert (or the "
         "task's goal). Wall-clock runs from the start of training to the checkpoint file (evaluation not included); "
-        "runs shared the machine's cores, so compare it within a table.",
+        "runs shared the machine's cores, so compare it within a table. CPU-hours are the training processes' "
+        "CPU time (user and system; one thread each), summed over seeds; ≤: some runs predate its recording and "
+        "count their wall-clock, an upper bound.",
         "",
     ]
+    cost_at = len(lines)  # the page's CPU-hours go here once the tables are made
     if sum(bool(results.get(t)) for t in suite.tasks) > 1:
         lines += ["## Summary", "", "Per method: median env steps to the threshold (the share of later checkpoints "
                   "holding it; the median final return).", "", *summary_table(suite, refs, results), ""]  # fmt: skip
@@ -408,6 +427,12 @@ def write_page(suite: Suite, work: Path, out: Path) -> Path:
         if lost and any(r.get("steps") for r in results[task.name]):
             lines += [f"Not drawn (summaries only): {', '.join(lost)}.", ""]
         lines += [f"![{task.name}]({png.name})", ""]
+    if rows:
+        hours, bounded = cpu_hours(rows)
+        lines[cost_at:cost_at] = [
+            f"Training CPU-hours of the runs on this page: {'at most ' if bounded else ''}{hours:.1f}.",
+            "",
+        ]
     with open(out / f"{suite.name}.csv", "w", newline="") as handle:
         writer = csv.DictWriter(handle, fieldnames=list(RunSummary.__dataclass_fields__))
         writer.writeheader()

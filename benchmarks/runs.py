@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import resource
 import shutil
 import subprocess
 import sys
@@ -52,6 +53,8 @@ def run_job(job: Job, work: Path, command: str = "") -> dict[str, Any]:
         train = zoo_train(job, folder)
         curve = evaluate_checkpoints(job, folder, train["started"])
         curve["train_wall_s"] = train["wall_s"]
+        if "cpu_s" in train:  # runs trained before CPU time was recorded have none
+            curve["train_cpu_s"] = train["cpu_s"]
     result = {
         "task": job.task.name,
         "method": job.method.name,
@@ -185,6 +188,13 @@ def zoo_conf(method: Method, task: Task, folder: Path) -> list[str]:
     return ["--conf-file", str(path)]
 
 
+def children_cpu_s() -> float:
+    """CPU seconds (user and system) of this process's finished child processes so far: a run's training is the
+    difference across its subprocess."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
 def zoo_train(job: Job, folder: Path) -> dict[str, Any]:
     """``python -m rl_zoo3.train`` with SB3's ``CheckpointCallback`` every ``save_every`` env steps (the VecNormalize
     statistics saved with each); cached in ``train.json``. An unfinished run is started again from scratch."""
@@ -210,13 +220,13 @@ def zoo_train(job: Job, folder: Path) -> dict[str, Any]:
         *(["--env-kwargs", *(f"{k}:{v!r}" for k, v in task.env_kwargs)] if task.env_kwargs else []),
         "--hyperparams", *expert, *method.zoo_hyperparams(), callback,
     ]  # fmt: skip
-    started = time.time()
+    started, cpu = time.time(), children_cpu_s()
     with open(folder / "train.log", "w") as log:
         print(" ".join(command), file=log, flush=True)
         subprocess.run(
             command, check=True, stdout=log, stderr=subprocess.STDOUT, cwd=folder, env={**os.environ, **SINGLE_THREAD}
         )
-    result = {"started": started, "wall_s": time.time() - started, "n_envs": n_envs}
+    result = {"started": started, "wall_s": time.time() - started, "cpu_s": children_cpu_s() - cpu, "n_envs": n_envs}
     done.write_text(json.dumps(result))
     return result
 
@@ -374,14 +384,17 @@ def imitation_run(job: Job, folder: Path) -> dict[str, Any]:
         stats = folder / "expert_stats.npz"
         np.savez(stats, mean=norm.obs_rms.mean, var=norm.obs_rms.var, epsilon=norm.epsilon, clip_obs=norm.clip_obs)
         command += ["--stats", str(stats)]
+    cpu = children_cpu_s()
     with open(folder / "imitation.log", "w") as log:
         subprocess.run(command, check=True, stdout=log, stderr=subprocess.STDOUT, env={**os.environ, **SINGLE_THREAD})
+    cpu = children_cpu_s() - cpu
     result = json.loads(out.read_text())
     return {
         "steps": result["timesteps"],
         "returns": result["returns"],
         "wall_s": result["wall_s"],
         "train_wall_s": result["wall_s"][-1] if result["wall_s"] else 0.0,
+        "train_cpu_s": cpu,  # imitation's worker evaluates its checkpoints in the same process: counted here
         "imitation_env": env,
         "expert_return_imitation_env": result["expert_return_same_protocol"],
     }

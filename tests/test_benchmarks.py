@@ -14,7 +14,15 @@ import yaml
 from benchmarks import job_queue as queue
 from benchmarks import record
 from benchmarks.__main__ import main
-from benchmarks.report import held_cell, return_text, steps_cell, summarise, summary_table, threshold_of
+from benchmarks.report import (
+    cpu_hours_cell,
+    held_cell,
+    return_text,
+    steps_cell,
+    summarise,
+    summary_table,
+    threshold_of,
+)
 from benchmarks.suite import SuiteError, Task, get_suite, load_suites
 from tests.conftest import needs, shared_expert
 
@@ -213,6 +221,10 @@ def test_protocol_arithmetic_by_hand():
     assert steps_cell([runs[0], runs[2], never]) == "not in 400 (200, —, —)"
     by_key = {(r.method, r.seed): result("a", r.seed, v) for r, v in zip(runs, [[0, 85, 70, 90], [90] * 4, [0] * 4])}
     assert held_cell(runs, by_key, 80.0) == "6/7 (86%)"
+    # CPU-hours: measured where recorded, else the single-threaded run's wall-clock, an upper bound that says so
+    measured = summarise({**result("a", 0, [90]), "train_cpu_s": 1800.0}, 80.0)
+    assert cpu_hours_cell([measured, measured]) == "1.00"
+    assert cpu_hours_cell([measured, runs[0]]) == "≤ 0.51"
 
 
 def test_small_returns_keep_a_decimal_in_the_summary():
@@ -282,6 +294,7 @@ def test_a_tiny_suite_runs_through_the_zoo_writes_its_page_and_resumes(tmp_path)
     folder = tmp_path / "work" / "tiny" / "Pendulum-v1" / "aggrevated" / "seed0"
     first = json.loads((folder / "result.json").read_text())
     assert first["steps"] == [256, 512] and len(first["returns"]) == 2 and first["wall_s"][0] < first["wall_s"][1]
+    assert 0 < first["train_cpu_s"] <= 2 * first["train_wall_s"]  # the zoo's process, measured: one thread
     page = (tmp_path / "out" / "tiny.md").read_text()
     assert page.startswith("# Benchmark suite `tiny`\n\nMade by `python -m benchmarks run tiny")
     assert "| AggreVaTeD |" in page and (tmp_path / "out" / "tiny_Pendulum-v1.png").stat().st_size > 1000
