@@ -160,6 +160,7 @@ class AWAC(TD3):
     temperature = 0.0  # 0: weight 1 where the advantage is positive (CRR's binary filter); > 0: exp(A / (t·mean|A|))
     actor_lr = 1e-4
     unclipped = False  # the buffer keeps the Gaussian's own samples (the env gets them clipped): no pull inward
+    anchor = 0.0  # > 0: plus anchor * KL(prior || policy) on the batch's states: a pull back to the imitation policy
     control = False  # weights drawn at random at the filter's own rate: what the machinery does without the critic
 
     def setup_awac(self) -> None:
@@ -232,8 +233,12 @@ class AWAC(TD3):
                 w = (adv > 0).float()
             if self.control:
                 w = (th.rand_like(w) < w.mean()).float()
-        log_prob = self.pi.get_distribution(data.observations).log_prob(data.actions)
-        loss = -(w * log_prob).mean()
+        dist = self.pi.get_distribution(data.observations)
+        loss = -(w * dist.log_prob(data.actions)).mean()
+        if self.anchor > 0:
+            with th.no_grad():
+                prior = self.prior_policy.get_distribution(data.observations).distribution
+            loss = loss + self.anchor * th.distributions.kl_divergence(prior, dist.distribution).sum(-1).mean()
         self.pi_optimizer.zero_grad()
         loss.backward()
         th.nn.utils.clip_grad_norm_(self.pi.parameters(), 0.5)
@@ -297,6 +302,7 @@ def main() -> None:
     p.add_argument("--awac", action="store_true")
     p.add_argument("--unclipped", action="store_true")
     p.add_argument("--control", action="store_true")
+    p.add_argument("--anchor", type=float, default=0.0)
     p.add_argument("--n-step", type=int, default=1)
     p.add_argument("--hurl", type=float, default=0.0)
     p.add_argument("--hurl-updates", type=int, default=100_000)
@@ -358,7 +364,7 @@ def main() -> None:
     if a.awac:
         model.temperature, model.actor_lr = a.temperature, a.actor_lr
         model.hurl, model.hurl_updates = a.hurl, a.hurl_updates
-        model.unclipped, model.control = a.unclipped, a.control
+        model.unclipped, model.control, model.anchor = a.unclipped, a.control, a.anchor
         if a.hurl:
             from sb3ext.experts import load_expert
 
