@@ -303,7 +303,10 @@ def collect(suite: Suite, work: Path, out: Path) -> tuple[dict[str, dict[str, An
             for path in sorted(folder.glob("*/seed*/result.json")):
                 result = json.loads(path.read_text())
                 runs[record.run_key(result)] = result
-    return refs, runs
+    budgets = {(t.name, name): m.budget for t in suite.tasks.values() for name, m in t.methods.items()}
+    return refs, {  # a run at a budget the suite no longer gives its method is run again, and is not shown
+        key: r for key, r in runs.items() if budgets.get((r["task"], r["method"]), r["budget"]) == r["budget"]
+    }
 
 
 def provenance(suite: str, task: Task, refs: dict[str, Any], results: list[dict[str, Any]]) -> list[str]:

@@ -15,6 +15,7 @@ from benchmarks import job_queue as queue
 from benchmarks import record
 from benchmarks.__main__ import main
 from benchmarks.report import (
+    collect,
     cpu_hours_cell,
     held_cell,
     return_text,
@@ -252,12 +253,25 @@ def test_a_run_recorded_with_its_summary_only_keeps_its_row_and_held_count():
     assert held_cell([curve], {("a", 0): lost}, 80.0) == "2/3 (67%)"
 
 
-def test_a_run_recorded_at_another_budget_is_run_again(tmp_path: Path) -> None:
+def test_a_run_recorded_at_another_budget_is_run_again_and_not_shown(tmp_path: Path) -> None:
     [job] = get_suite("s", write_suites(tmp_path, {"s": {"seeds": [0], "tasks": {"Pendulum-v1": PENDULUM}}})).select()
     run = {"task": "Pendulum-v1", "method": "aggrevated", "seed": 0, "budget": job.method.budget}
     assert record.recorded(job, {"Pendulum-v1/aggrevated/0": run})
     assert not record.recorded(job, {"Pendulum-v1/aggrevated/0": {**run, "budget": job.method.budget // 2}})
     assert not record.recorded(job, {})
+    # nor is it shown: the page and the record keep the runs at the method's budget only
+    suite = get_suite("s", write_suites(tmp_path, {"s": {"seeds": [0], "tasks": {"Pendulum-v1": PENDULUM}}}))
+    out = tmp_path / "out"
+    old = {**fake_run(job), "budget": job.method.budget // 2, "task": "Pendulum-v1", "method": "aggrevated"}
+    record.save(suite, out, {"Pendulum-v1": {"random": 0.0, "expert": 1.0}}, {"Pendulum-v1/aggrevated/0": old})
+    assert collect(suite, tmp_path / "work", out)[1] == {}
+    record.save(
+        suite,
+        out,
+        {"Pendulum-v1": {"random": 0.0, "expert": 1.0}},
+        {"Pendulum-v1/aggrevated/0": {**old, "budget": job.method.budget}},
+    )
+    assert list(collect(suite, tmp_path / "work", out)[1]) == ["Pendulum-v1/aggrevated/0"]
 
 
 def fake_run(job) -> dict:
