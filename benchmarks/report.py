@@ -64,7 +64,8 @@ def return_text(value: float) -> str:
 
 def summarise(result: dict[str, Any], threshold: float) -> RunSummary:
     if "summary" in result:  # recorded without its curve (benchmarks/record.py)
-        return RunSummary(**{key: result["summary"].get(key) for key in RunSummary.__dataclass_fields__})
+        summary = {"train_cpu_s": None, **result["summary"]}  # recorded before CPU time was: none
+        return RunSummary(**{key: summary[key] for key in RunSummary.__dataclass_fields__})
     steps, returns = np.asarray(result["steps"]), np.asarray(result["returns"], dtype=float)
     hits = np.flatnonzero(returns >= threshold)
     first = int(hits[0]) if hits.size else None
