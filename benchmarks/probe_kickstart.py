@@ -1,14 +1,18 @@
 """Probe of issue 78, not a stage yet: SAC kickstarted from an AggreVaTeD learner, against the same SAC from scratch.
 
     python -m benchmarks.probe_kickstart --env LunarLanderContinuous-v3 --expert a2c/LunarLanderContinuous-v2_1 \
-        --out <folder> --imitation 20000 --budget 200000 [--scratch] [--anchor 1.0 --anchor-steps 100000]
+        --out <folder> --imitation 20000 --budget 200000 [--scratch] [--anchor 1.0]
 
 1. Unless ``--scratch``: ``python -m rl_zoo3.train --algo aggrevated`` with the env's entry for ``--imitation`` env
    steps (the zoo's own command); its learner, with its frozen observation statistics, is the prior.
 2. SAC (SB3; 256-256, an update every ``--train-freq`` env steps) on the raw env for the rest of ``--budget``. With
    a prior: the prior plays the warm-up (its own Gaussian samples); the actor is cloned onto it on the buffer's
-   states; its loss is SAC's plus ``lam * mean|Q| * |tanh(mu) - prior|^2`` (TD3+BC's scale), lam decaying linearly
-   from ``--anchor`` to 0 over ``--anchor-steps`` env steps. From scratch: SAC's own uniform warm-up.
+   states; its loss is SAC's plus ``lam * mean|Q| * |tanh(mu) - prior|^2`` (TD3+BC's scale), lam = ``--anchor``
+   times the return shortfall of the last 10 training episodes on a normalised score (QDagger's rule; 0 for a
+   random policy's return, 1 for the prior's warm-up episodes). From scratch: SAC's own uniform warm-up.
+
+Measured and removed (docs/algos/aggrevated_history.md, 2026-12-06, third; the code at commit 1ee9e97): lam decaying
+linearly over a number of env steps; the learner's own Gaussian as the actor instead of a clone.
 3. Every ``--eval-every`` env steps: the actor's deterministic return on 30 seeded episodes (50,000+), CPU seconds.
 """
 
@@ -38,23 +42,19 @@ SHARED = Path(__file__).resolve().parents[2] / "shared" / "experts"
 class Kickstarted(SAC):
     prior = None  # (raw observations) -> (actions in [-1, 1], sampled actions): the imitation learner
     anchor = 0.0
-    anchor_steps = 1
-    stage_start = 0
     bc_steps = 0
-    gate = None  # (random return, prior return): lam = anchor * the shortfall of the last 10 episodes (QDagger's rule)
+    gate: tuple[float, float | None] = (0.0, None)  # (a random policy's return, the prior's)
 
     def lam(self) -> float:
-        if self.gate is not None:
-            if self.num_timesteps < self.learning_starts or len(self.ep_info_buffer) == 0:
-                return self.anchor
-            low, high = self.gate
-            if high is None:  # the prior's own (sampled) episodes of the warm-up
-                high = float(np.mean([ep["r"] for ep in self.ep_info_buffer]))
-                self.gate = (low, high)
-            recent = float(np.mean([ep["r"] for ep in list(self.ep_info_buffer)[-10:]]))
-            return self.anchor * float(np.clip(1.0 - (recent - low) / (high - low), 0.0, 1.0))
-        done = self.num_timesteps - self.stage_start
-        return self.anchor * max(0.0, 1.0 - done / self.anchor_steps)
+        """``anchor`` times the return shortfall of the last 10 training episodes (QDagger's rule, normalised)."""
+        if self.num_timesteps < self.learning_starts or len(self.ep_info_buffer) == 0:
+            return self.anchor
+        low, high = self.gate
+        if high is None:  # the prior's own (sampled) episodes of the warm-up
+            high = float(np.mean([ep["r"] for ep in self.ep_info_buffer]))
+            self.gate = (low, high)
+        recent = float(np.mean([ep["r"] for ep in list(self.ep_info_buffer)[-10:]]))
+        return self.anchor * float(np.clip(1.0 - (recent - low) / (high - low), 0.0, 1.0))
 
     def _sample_action(self, learning_starts, action_noise=None, n_envs=1):
         if self.prior is None or self.num_timesteps >= learning_starts:
@@ -113,35 +113,6 @@ class Kickstarted(SAC):
                 polyak_update(self.batch_norm_stats, self.batch_norm_stats_target, 1.0)
 
 
-class OwnActor(th.nn.Module):
-    """The imitation learner's own Gaussian (a copy) as SAC's actor, not a clone: raw observations normalised by its
-    frozen statistics, actions clipped to [-1, 1] (the Gaussian is not squashed)."""
-
-    def __init__(self, learner: AggreVaTeD, venv: VecNormalize | None) -> None:
-        import copy
-
-        super().__init__()
-        self.policy = copy.deepcopy(learner.policy)
-        rms = venv.obs_rms if venv is not None else None
-        self.register_buffer("mean", th.as_tensor(rms.mean if rms else 0.0, dtype=th.float32))
-        self.register_buffer("scale", th.as_tensor(np.sqrt(rms.var + 1e-8) if rms else 1.0, dtype=th.float32))
-
-    def set_training_mode(self, mode: bool) -> None:
-        self.policy.set_training_mode(mode)
-
-    def dist(self, obs: th.Tensor):
-        return self.policy.get_distribution(((obs - self.mean) / self.scale).clamp(-10, 10))
-
-    def forward(self, obs: th.Tensor, deterministic: bool = False) -> th.Tensor:
-        d = self.dist(obs)
-        return (d.mode() if deterministic else d.distribution.rsample()).clamp(-1, 1)
-
-    def action_log_prob(self, obs: th.Tensor) -> tuple[th.Tensor, th.Tensor]:
-        d = self.dist(obs)
-        sample = d.distribution.rsample()
-        return sample.clamp(-1, 1), d.log_prob(sample)
-
-
 def imitate(env_id: str, expert: str, steps: int, seed: int, out: Path):
     """The zoo's own command for AggreVaTeD; returns the prior: raw obs -> (mode, sample), both clipped to [-1, 1]."""
     folder = out / "imitation"
@@ -165,7 +136,6 @@ def imitate(env_id: str, expert: str, steps: int, seed: int, out: Path):
             dist = learner.policy.get_distribution(obs)
             return dist.mode().clamp(-1, 1), dist.sample().clamp(-1, 1)
 
-    prior.learner, prior.venv = learner, venv
     return prior
 
 
@@ -192,9 +162,6 @@ def main() -> None:
     p.add_argument("--budget", type=int, default=200_000)
     p.add_argument("--scratch", action="store_true")
     p.add_argument("--anchor", type=float, default=1.0)
-    p.add_argument("--anchor-steps", type=int, default=100_000)
-    p.add_argument("--gate", action="store_true", help="lam by the return shortfall, not by the step count")
-    p.add_argument("--own", action="store_true", help="the learner's own Gaussian is the actor (no clone)")
     p.add_argument("--bc-steps", type=int, default=5_000)
     p.add_argument("--learning-starts", type=int, default=10_000)
     p.add_argument("--train-freq", type=int, default=4)
@@ -224,14 +191,8 @@ def main() -> None:
         "MlpPolicy", make_vec_env(a.env, n_envs=1, seed=a.seed), learning_starts=a.learning_starts, batch_size=256,
         train_freq=a.train_freq, gradient_steps=1, gamma=a.gamma, ent_coef=a.ent_coef, seed=a.seed, device="cpu", verbose=0,
     )  # fmt: skip
-    model.prior, model.anchor, model.anchor_steps, model.bc_steps = prior, a.anchor, a.anchor_steps, a.bc_steps
-    if a.own and prior is not None:
-        own = OwnActor(prior.learner, prior.venv)
-        params = [p for n, p in own.named_parameters() if "value" not in n]
-        own.optimizer = th.optim.Adam(params, lr=model.lr_schedule(1))
-        model.policy.actor = model.actor = own
-        model.bc_steps = 0
-    if a.gate and prior is not None:
+    model.prior, model.anchor, model.bc_steps = prior, a.anchor, a.bc_steps
+    if prior is not None:
         rng = np.random.default_rng(a.seed)
         space = gym.make(a.env).action_space
         low = float(np.mean(evaluate(lambda o: rng.uniform(space.low, space.high), a.env, 10)))
