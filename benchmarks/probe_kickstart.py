@@ -34,9 +34,8 @@ from stable_baselines3.common.utils import polyak_update
 from stable_baselines3.common.vec_env import VecNormalize
 from torch.nn import functional as F
 
+from benchmarks.suite import experts_folder
 from sb3ext.algos.aggrevated import AggreVaTeD
-
-SHARED = Path(__file__).resolve().parents[2] / "shared" / "experts"
 
 
 class Kickstarted(SAC):
@@ -118,7 +117,8 @@ def imitate(env_id: str, expert: str, steps: int, seed: int, out: Path):
     folder = out / "imitation"
     model_path = folder / "aggrevated" / f"{env_id}_1" / f"{env_id}.zip"
     if not model_path.exists():
-        reference = str(SHARED / expert) if (SHARED / expert).is_dir() else expert
+        shared = experts_folder() / expert
+        reference = str(shared) if shared.is_dir() else expert
         command = [
             sys.executable, "-m", "rl_zoo3.train", "--algo", "aggrevated", "--env", env_id, "--seed", str(seed),
             "-n", str(steps), "--eval-freq", "-1", "-f", str(folder), "--num-threads", "1", "--device", "cpu",
