@@ -54,3 +54,34 @@ def test_the_copy_keeps_every_line_of_sb3_but_its_marked_changes_in_order() -> N
     assert set(dropped) <= REPLACED, f"the copy drops SB3's {sorted(set(dropped) - REPLACED)} without a marked change"
     marks = inspect.getsource(AggreVaTeD.collect_rollouts).count("# sb3ext:")
     assert marks >= 6, f"{marks} marked changes"
+
+
+#: sha256 of the source of SB3 2.9.2's SAC.train, which the stage beyond the expert copies (KickstartSAC.train)
+SAC_TRAIN_DIGEST = "0ac7abe1c18ba7fe1b8a5bbf2b301b6fff4f4573aa02c4342187a953600ce50c"
+
+
+def test_the_installed_sb3_sac_train_is_the_copied_version() -> None:
+    from stable_baselines3 import SAC
+
+    digest = hashlib.sha256(inspect.getsource(SAC.train).encode()).hexdigest()
+    assert digest == SAC_TRAIN_DIGEST, (
+        f"stable-baselines3 {stable_baselines3.__version__}'s SAC.train differs from {COPIED_FROM}'s, which "
+        "KickstartSAC.train (sb3ext/algos/aggrevated/beyond.py) copies: carry the change over, marked # sb3ext:"
+    )
+
+
+def test_the_sac_train_copy_keeps_every_line_of_sb3_in_order() -> None:
+    from stable_baselines3 import SAC
+
+    from sb3ext.algos.aggrevated.beyond import KickstartSAC
+
+    ours = code_lines(KickstartSAC.train)
+    position, dropped = 0, []
+    for line in code_lines(SAC.train):
+        found = next((i for i in range(position, len(ours)) if ours[i] == line), None)
+        if found is None:
+            dropped.append(line)
+        else:
+            position = found + 1
+    assert not dropped, f"the copy drops SB3's {dropped}"
+    assert inspect.getsource(KickstartSAC.train).count("# sb3ext:") >= 3

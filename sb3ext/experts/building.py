@@ -36,6 +36,7 @@ from stable_baselines3 import A2C, DDPG, DQN, PPO, SAC, TD3
 from stable_baselines3.common.base_class import BaseAlgorithm
 from stable_baselines3.common.policies import BasePolicy
 from stable_baselines3.common.running_mean_std import RunningMeanStd
+from stable_baselines3.common.save_util import recursive_getattr
 from stable_baselines3.common.utils import ConstantSchedule
 
 from sb3ext.common.files import read_regular
@@ -580,7 +581,7 @@ def load_variables(model: BaseAlgorithm, variables: dict[str, th.Tensor | None],
             )
         if value is None:
             continue
-        target = getattr(model, name, None)
+        target = recursive_getattr(model, name) if "." in name else getattr(model, name, None)  # names allowed above
         if not isinstance(target, th.Tensor):
             raise ValueError(f"{where}: holds {name}, but the model built from the checkpoint's ent_coef has none")
         if tuple(value.shape) != tuple(target.shape) or not value.dtype.is_floating_point:
@@ -589,7 +590,7 @@ def load_variables(model: BaseAlgorithm, variables: dict[str, th.Tensor | None],
             )
         if not bool(th.isfinite(value).all()):
             raise ValueError(f"{where}: {name} is not finite")
-        if name == "log_ent_coef" and float(value.detach().abs().max()) > MAX_LOG_ENT_COEF:
+        if name.rsplit(".", 1)[-1] == "log_ent_coef" and float(value.detach().abs().max()) > MAX_LOG_ENT_COEF:
             raise ValueError(
                 f"{where}: log_ent_coef {float(value.detach().max()):.3g}; allowed: at most {MAX_LOG_ENT_COEF} in size "
                 "(its exponential, the entropy coefficient, must stay finite)"

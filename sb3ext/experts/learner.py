@@ -30,6 +30,7 @@ from typing import Any
 import torch as th
 from gymnasium import spaces
 from stable_baselines3.common.base_class import BaseAlgorithm
+from stable_baselines3.common.save_util import recursive_getattr
 from stable_baselines3.common.utils import ConstantSchedule, FloatSchedule, LinearSchedule, check_for_correct_spaces
 
 from sb3ext.common.serialization import Recipe, UnsafeObjectError, printable, restricted_loads
@@ -337,6 +338,10 @@ def load_learner(
                 fields[key] = _plain(value, field_where, infinite)
         _check_sizes({**fields, **kwargs}, observation_space, action_space, where)
         state = archive.tensors("policy.pth")
+        # a model's other policies (AggreVaTeD's stage beyond the expert: ``_stage.policy.pth``), checked below against
+        # the names the model built from the fields saves
+        other_states = {entry[: -len(".pth")]: archive.tensors(entry) for entry in sorted(archive.entries)
+                        if entry.endswith(".policy.pth")}  # fmt: skip
         optimizers = {  # policy.optimizer; an off-policy model's actor.optimizer, critic.optimizer, ent_coef_optimizer
             entry[: -len(".pth")]: _optimizer_state(archive, entry)
             for entry in sorted(archive.entries)
@@ -380,12 +385,20 @@ def load_learner(
         raise ValueError(f"{where}: the model its fields describe cannot be built ({type(exc).__name__}: {reason})") from None
     check_state(model.policy.state_dict(), state, f"{path} [policy.pth]")
     check_finite(state, f"{path} [policy.pth]")
+    saved = set(model._get_torch_save_params()[0])
+    for name in sorted({*other_states, *optimizers} - saved):
+        raise UnsafeObjectError(f"{path} [{name}.pth]: refused; its fields' model saves {', '.join(sorted(saved))}")
+    for name, other in other_states.items():
+        check_state(recursive_getattr(model, name).state_dict(), other, f"{path} [{name}.pth]")
+        check_finite(other, f"{path} [{name}.pth]")
     try:
-        parameters: dict[str, Any] = {"policy": state, **optimizers}
+        parameters: dict[str, Any] = {"policy": state, **other_states, **optimizers}
         model.set_parameters(parameters, exact_match=True, device=device)
     except (ValueError, RuntimeError, KeyError, AttributeError, TypeError) as exc:  # an optimizer the model has not
         reason = " ".join(str(exc).split())[:200]
         raise ValueError(f"{path}: its parameters do not fit the model ({type(exc).__name__}: {reason})") from None
     load_variables(model, variables, f"{path} [{variables_entry}]")
     exercise_policy(model.policy, str(path))
+    for name in other_states:
+        exercise_policy(recursive_getattr(model, name), f"{path} [{name}.pth]")
     return model

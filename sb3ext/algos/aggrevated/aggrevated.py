@@ -13,7 +13,7 @@ import numpy as np
 import torch as th
 from gymnasium import spaces
 from stable_baselines3 import PPO
-from stable_baselines3.common.buffers import RolloutBuffer
+from stable_baselines3.common.buffers import ReplayBuffer, RolloutBuffer
 from stable_baselines3.common.callbacks import BaseCallback
 from stable_baselines3.common.policies import ActorCriticPolicy, BasePolicy
 from stable_baselines3.common.type_aliases import GymEnv, MaybeCallback, Schedule
@@ -21,6 +21,7 @@ from stable_baselines3.common.utils import explained_variance, obs_as_tensor
 from stable_baselines3.common.vec_env import VecEnv
 from torch.nn import functional as F
 
+from sb3ext.algos.aggrevated.beyond import KickstartSAC, build_stage, full_replay, learn_stage
 from sb3ext.algos.aggrevated.buffers import (
     ExpertActionMemory,
     StateAggregationBuffer,
@@ -42,6 +43,7 @@ from sb3ext.algos.aggrevated.policies import (
     log_std_floor_of,
     to_channels_last,
 )
+from sb3ext.algos.aggrevated.replay import load_replay, save_replay
 from sb3ext.algos.aggrevated.rollin import PromisedReturns, RollIn
 from sb3ext.algos.aggrevated.shaped_rl import ReinforcementTerm
 from sb3ext.algos.loading import SafeLoad
@@ -108,6 +110,9 @@ class AggreVaTeD(SafeLoad, PPO):
     :param rl_coef: step size, in learning rates, of a reinforcement term on the learner's own sampled roll-in steps,
         scored by GAE on V* (0: off; :mod:`~sb3ext.algos.aggrevated.shaped_rl`); it takes over from the imitation as
         the roll-in's returns reach what V* promises (``train/imitation_weight``). Off for a policy-only expert
+    :param beyond_after: env steps of imitation after which the stage beyond the expert takes over (None: imitation
+        only): SAC kickstarted from the learner (:mod:`~sb3ext.algos.aggrevated.beyond`; ``Box`` actions, vector
+        observations); ``predict``, ``save`` and the replay buffer are the stage's from then on
     :param target_kl: the trust region of the critic's term: above ``1.5 * target_kl`` the term stops for the
         iteration, the pull toward the expert's action (``expert_bc_coef``) goes on; without a pull the epochs stop
     :param stats_window_size: Window size for the rollout logging
@@ -139,7 +144,8 @@ class AggreVaTeD(SafeLoad, PPO):
         n_action_samples: int = 16, aggregation_window: int = 32, aggregation_reservoir: int = 0,
         aggregation_falls: int = 0, rollin_deterministic: float = 0.0, expert_bc_coef: float = 0.0,
         expert_bc_margin: float = 3.0, expert_cap: bool = False, low_signal_fallback: bool = False,
-        bound_coef: float = 1.0, rl_coef: float = 0.0, target_kl: float | None = 0.02, stats_window_size: int = 100,
+        bound_coef: float = 1.0, rl_coef: float = 0.0, beyond_after: int | None = None, target_kl: float | None = 0.02,
+        stats_window_size: int = 100,
         tensorboard_log: str | None = None, policy_kwargs: dict[str, Any] | None = None, verbose: int = 0,
         seed: int | None = None, device: th.device | str = "auto", _init_setup_model: bool = True, **unknown_kwargs: Any,
     ):  # fmt: skip
@@ -165,11 +171,17 @@ class AggreVaTeD(SafeLoad, PPO):
         self.expert_cap = expert_cap
         self.low_signal_fallback = low_signal_fallback
         self.bound_coef, self.rl_coef = bound_coef, rl_coef
+        self.beyond_after = beyond_after
         # saved with the model: the statistics are started from the expert's only once; the imitation iterations
         # (not reset by learn(reset_num_timesteps=True)) let `-i` / a resumed checkpoint continue the beta schedule
         self.obs_stats_from_expert = False
         self.imitation_iterations = 0
         self.low_signal_iteration: int | None = None
+        # saved: the stage beyond the expert, once it has begun (its env steps and gradient steps, the returns its
+        # pull is weighed against); its networks are saved under `_stage.`
+        self.stage_timesteps, self.stage_n_updates = 0, 0
+        self.stage_random_return: float | None = None
+        self.stage_prior_return: float | None = None
         if _init_setup_model:
             self._setup_model()
 
@@ -182,6 +194,14 @@ class AggreVaTeD(SafeLoad, PPO):
         for flag in ("expert_cap", "low_signal_fallback"):
             if getattr(self, flag) not in (True, False):
                 raise invalid("AggreVaTeD", flag, getattr(self, flag), "True or False")
+        if self.beyond_after is not None:
+            check_ranges("AggreVaTeD", self, {"beyond_after": (True, 0, math.inf, "an integer >= 0 or None (off)")})
+            policy = next((n for n, c in self.policy_aliases.items() if c is self.policy_class), None)
+            if not isinstance(self.action_space, spaces.Box) or policy not in ("MlpPolicy", "MultiInputPolicy"):
+                raise ValueError(
+                    f"AggreVaTeD: beyond_after={self.beyond_after!r} needs Box actions and vector observations "
+                    f"(MlpPolicy, MultiInputPolicy); this model has {self.action_space} and {policy or self.policy_class}"
+                )
 
     def _setup_model(self) -> None:
         self._check_hyperparameters()
@@ -201,6 +221,7 @@ class AggreVaTeD(SafeLoad, PPO):
         self._timings: dict[str, float] = {}  # seconds of the latest roll-in (logged as time/* by train)
         if self.expert is not None:
             self._set_expert(self.expert)
+        self._stage: KickstartSAC | None = build_stage(self) if self.stage_timesteps else None  # saved mid-stage
 
     def _set_expert(self, expert: str | os.PathLike[str] | Expert) -> None:
         env_id = env_id_of(self.env)
@@ -241,8 +262,17 @@ class AggreVaTeD(SafeLoad, PPO):
 
     def _excluded_save_params(self) -> list[str]:
         unsaved = ["expert", "_expert", "_aggregation", "_mix_rng", "_estimator", "_promised", "_timings", "_low_signal",
-                   "_reinforcement"]  # fmt: skip
+                   "_reinforcement", "_stage"]  # fmt: skip
         return [*super()._excluded_save_params(), *unsaved, "_state_tracker", "_expert_reads_state", "_bc_memory"]
+
+    def _get_torch_save_params(self) -> tuple[list[str], list[str]]:
+        """PPO's, and the stage's (its networks, optimizers and entropy coefficient) under ``_stage.``."""
+        state_dicts, variables = super()._get_torch_save_params()
+        if self._stage is not None:
+            stage_dicts, stage_variables = self._stage._get_torch_save_params()
+            state_dicts += [f"_stage.{name}" for name in stage_dicts]
+            variables += [f"_stage.{name}" for name in stage_variables]
+        return state_dicts, variables
 
     # ------------------------------------------------------------------ roll-in
     def collect_rollouts(
@@ -503,8 +533,53 @@ class AggreVaTeD(SafeLoad, PPO):
         self: SelfAggreVaTeD, total_timesteps: int, callback: MaybeCallback = None, log_interval: int = 1,
         tb_log_name: str = "AggreVaTeD", reset_num_timesteps: bool = True, progress_bar: bool = False,
     ) -> SelfAggreVaTeD:  # fmt: skip
-        """PPO's, logging to TensorBoard under ``AggreVaTeD``."""
-        return super().learn(total_timesteps, callback, log_interval, tb_log_name, reset_num_timesteps, progress_bar)
+        """PPO's, logging to TensorBoard under ``AggreVaTeD``; with ``beyond_after``, the imitation up to that many
+        env steps (over all calls), then the stage beyond the expert for the rest."""
+        if self.beyond_after is None and self._stage is None:
+            return super().learn(total_timesteps, callback, log_interval, tb_log_name, reset_num_timesteps, progress_bar)
+        imitated = self.imitation_iterations * self.n_steps * self.n_envs
+        imitation = 0 if self._stage is not None else min(total_timesteps, max(0, int(self.beyond_after or 0) - imitated))
+        start = 0 if reset_num_timesteps else self.num_timesteps
+        if imitation > 0:
+            super().learn(imitation, callback, log_interval, tb_log_name, reset_num_timesteps, progress_bar)
+            if self.num_timesteps - start < imitation:
+                return self  # a callback stopped the training
+        elif reset_num_timesteps:
+            self.num_timesteps = 0
+        remaining = total_timesteps - (self.num_timesteps - start)
+        if remaining > 0:
+            if self._stage is None:
+                self._stage = build_stage(self)
+            learn_stage(self, self._stage, remaining, callback, log_interval, tb_log_name, progress_bar)
+        return self
+
+    def predict(
+        self, observation: Any, state: tuple[np.ndarray, ...] | None = None, episode_start: np.ndarray | None = None,
+        deterministic: bool = False,
+    ) -> tuple[np.ndarray, tuple[np.ndarray, ...] | None]:  # fmt: skip
+        """The imitation learner's action, or the stage's once it has begun."""
+        if self._stage is not None:
+            return self._stage.predict(observation, state, episode_start, deterministic)
+        return super().predict(observation, state, episode_start, deterministic)
+
+    @property
+    def replay_buffer(self) -> ReplayBuffer | None:
+        """The stage's replay (None before it begins): SB3's checkpoint callback saves it when asked."""
+        return self._stage.replay_buffer if self._stage is not None else None
+
+    def save_replay_buffer(self, path: str | os.PathLike[str]) -> None:
+        """Write the stage's replay to ``path`` as plain arrays (:mod:`~sb3ext.algos.aggrevated.replay`); nothing
+        before the stage begins."""
+        if self._stage is not None and self._stage.replay_buffer is not None:
+            save_replay(self._stage.replay_buffer, path)
+
+    def load_replay_buffer(self, path: str | os.PathLike[str], truncate_last_traj: bool = True) -> None:
+        """Read a replay written by :meth:`save_replay_buffer` into the stage's, without unpickling."""
+        if self._stage is None:
+            raise ValueError(f"{path}: a replay buffer goes into the stage beyond the expert; this model has not begun it")
+        full_replay(self._stage)
+        assert self._stage.replay_buffer is not None
+        load_replay(self._stage.replay_buffer, path, truncate_last_traj)
 
 
 #: AggreVaTeD's own numeric parameters: (an integer?, lowest, highest, what is allowed)

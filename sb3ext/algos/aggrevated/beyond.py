@@ -1,0 +1,407 @@
+"""The stage after the imitation: SB3's SAC, kickstarted from the imitation learner (``beyond_after``).
+
+The imitation stops at the expert's level; the learner's own returns can take it further. After ``beyond_after`` env
+steps of imitation, :class:`~sb3ext.algos.aggrevated.AggreVaTeD` hands its env over to :class:`KickstartSAC`, SB3's
+SAC with three changes, each from the literature on reincarnating RL:
+
+- the imitation learner (the *prior*) plays SAC's warm-up (and on, until one of its episodes has ended), so the
+  first replay is its own (Uchendu et al.'s JSRL, Zhou et al.'s WSRL: a fresh critic first sees the policy it must
+  not wipe out). Each env's first episode of the stage is played uniformly at random instead: its return is the
+  shortfall's zero below;
+- SAC's squashed actor is cloned onto the prior on the warm-up's states before its first update;
+- the actor's loss carries a pull toward the prior, ``lam * mean|Q| * |tanh(mu(s)) - a_prior(s)|^2`` (TD3+BC's
+  scale, Fujimoto & Gu 2021, so that ``lam`` is a share of the critic's pull), ``lam`` = :data:`ANCHOR` times the
+  actor's return shortfall over its last :data:`RECENT_EPISODES` episodes on a normalised score (QDagger's rule,
+  Agarwal et al. 2022): 0 at or above the prior's own return, :data:`ANCHOR` at the random episodes'.
+
+The observation statistics of the imitation are frozen from the hand-over on: the prior and the replay see one scale.
+Measured on LunarLanderContinuous-v3, Hopper-v5 and BipedalWalkerHardcore-v3 (``docs/benchmarks/beyond.md``; the
+variants measured no better are on the history page).
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import torch as th
+from gymnasium import spaces
+from stable_baselines3 import SAC
+from stable_baselines3.common.callbacks import BaseCallback
+from stable_baselines3.common.type_aliases import MaybeCallback
+from stable_baselines3.common.utils import configure_logger, obs_as_tensor, polyak_update
+from torch.nn import functional as F
+
+from sb3ext.algos.aggrevated.normalization import observation_normalizer
+
+#: the model that owns the stage: an AggreVaTeD (not imported here: it imports this module)
+AggreVaTeD = Any
+
+#: the prior: observations (as SAC's buffer gives them) -> (its deterministic action, a sampled one), in [-1, 1]
+Prior = Callable[[th.Tensor], tuple[th.Tensor, th.Tensor]]
+
+#: SAC's settings in the stage: the cost Hardcore's 1M env steps in 2 CPU-hours asks for ([256, 256], minibatch 256,
+#: one gradient step per 4 env steps), SAC's own entropy target, a replay of the zoo's size
+NET_ARCH = [256, 256]
+BATCH_SIZE = 256
+UPDATES_PER_ENV_STEP = 0.25
+BUFFER_SIZE = 1_000_000
+ENT_COEF = "auto_0.1"
+#: env steps of the warm-up (the prior's, and the random episodes'), then gradient steps of the clone
+WARMUP_STEPS = 10_000
+CLONE_STEPS = 5_000
+#: the pull's weight at a random policy's return, and the actor's episodes its shortfall is averaged over
+ANCHOR = 1.0
+RECENT_EPISODES = 10
+#: the clone's targets stay inside tanh's range, where the squashed actor can reach them
+CLONE_TARGET_LIMIT = 0.97
+
+RANDOM, PRIOR, ACTOR = "random", "prior", "actor"  # who plays an env's current episode
+
+
+def anchor_weight(anchor: float, recent: float, random_return: float, prior_return: float) -> float:
+    """``anchor * clip(1 - (recent - random_return) / (prior_return - random_return), 0, 1)``."""
+    span = prior_return - random_return
+    if not span > 0:
+        return 0.0
+    return float(anchor * np.clip(1.0 - (recent - random_return) / span, 0.0, 1.0))
+
+
+def schedule(n_envs: int) -> tuple[int, int]:
+    """``(train_freq, gradient_steps)`` giving :data:`UPDATES_PER_ENV_STEP` for ``n_envs`` envs."""
+    train_freq = max(1, round(1.0 / (UPDATES_PER_ENV_STEP * n_envs)))
+    return train_freq, max(1, round(UPDATES_PER_ENV_STEP * n_envs * train_freq))
+
+
+class KickstartSAC(SAC):
+    """SAC kickstarted from a prior policy (see the module's docstring): a prior-played warm-up after random first
+    episodes, a clone of the actor onto the prior, and a pull toward it weighted by the actor's return shortfall.
+
+    :param prior: the prior (None: plain SAC); not saved
+    :param random_return: the random first episodes' mean return (None: not yet measured)
+    :param prior_return: the prior's warm-up episodes' mean return (None: not yet measured)
+    """
+
+    def __init__(
+        self, *args: Any, prior: Prior | None = None, random_return: float | None = None,
+        prior_return: float | None = None, **kwargs: Any,
+    ) -> None:  # fmt: skip
+        self.prior = prior
+        self.random_return, self.prior_return = random_return, prior_return
+        self._played: dict[str, list[float]] = {RANDOM: [], PRIOR: []}
+        self._recent: deque[float] = deque(maxlen=RECENT_EPISODES)  # the actor's own episodes
+        self._players: list[str] = []
+        super().__init__(*args, **kwargs)
+
+    def _excluded_save_params(self) -> list[str]:
+        return [*super()._excluded_save_params(), "prior", "_played", "_recent", "_players"]
+
+    def lam(self) -> float:
+        """The pull's weight now: :data:`ANCHOR` until the actor's episodes can be compared, then by their shortfall."""
+        if self.prior is None:
+            return 0.0
+        if self.num_timesteps < self.learning_starts or not self._recent:
+            return ANCHOR
+        if self.random_return is None or self.prior_return is None:
+            return ANCHOR
+        return anchor_weight(ANCHOR, float(np.mean(self._recent)), self.random_return, self.prior_return)
+
+    def _player(self) -> str:
+        """Who plays an episode that begins now."""
+        if self.random_return is None:
+            return RANDOM
+        warming_up = self.num_timesteps < self.learning_starts or self.prior_return is None  # one episode at least
+        return PRIOR if self.prior is not None and warming_up else ACTOR
+
+    def _setup_learn(  # type: ignore[override]
+        self, total_timesteps: int, callback: MaybeCallback = None, reset_num_timesteps: bool = True,
+        tb_log_name: str = "run", progress_bar: bool = False,
+    ) -> Any:  # fmt: skip
+        """SB3's; where it resets the env, every episode begins now, with its player."""
+        resets = reset_num_timesteps or self._last_obs is None or len(self._players) != self.n_envs
+        result = super()._setup_learn(total_timesteps, callback, reset_num_timesteps, tb_log_name, progress_bar)
+        if resets:
+            self._players = [self._player()] * self.n_envs
+        return result
+
+    def _sample_action(self, learning_starts: int, action_noise: Any = None, n_envs: int = 1) -> tuple[np.ndarray, np.ndarray]:
+        """SAC's (uniform during the warm-up, the actor after), with the prior on the envs it plays and uniform
+        actions on the envs whose first, random episode goes on past the warm-up."""
+        action, buffer_action = super()._sample_action(learning_starts, action_noise, n_envs)
+        players = np.array(self._players[:n_envs])
+        if not isinstance(self.action_space, spaces.Box) or not (players != ACTOR).any():
+            return action, buffer_action
+        scaled = np.array(buffer_action, copy=True)
+        random = players == RANDOM
+        if random.any():
+            uniform = np.array([self.action_space.sample() for _ in range(int(random.sum()))])
+            scaled[random] = self.policy.scale_action(uniform)
+        playing = players == PRIOR
+        if playing.any() and self.prior is not None:
+            _, sampled = self.prior(obs_as_tensor(self._last_obs, self.device))  # type: ignore[arg-type]
+            scaled[playing] = sampled.cpu().numpy()[playing]
+        return self.policy.unscale_action(scaled), scaled
+
+    def _update_info_buffer(self, infos: list[dict[str, Any]], dones: np.ndarray | None = None) -> None:
+        """SB3's, and each ended episode's return to its player's record; the env's next episode gets a player."""
+        super()._update_info_buffer(infos, dones)
+        for idx, info in enumerate(infos):
+            episode = info.get("episode")
+            if episode is None or idx >= len(self._players):
+                continue
+            player = self._players[idx]
+            (self._recent.append if player == ACTOR else self._played[player].append)(float(episode["r"]))
+            if player == RANDOM:
+                self.random_return = float(np.mean(self._played[RANDOM]))
+            elif player == PRIOR:
+                self.prior_return = float(np.mean(self._played[PRIOR]))
+            self._players[idx] = self._player()
+
+    def clone(self, batch_size: int) -> None:
+        """The actor's deterministic action regressed onto the prior's on the buffer's states."""
+        assert self.prior is not None and self.replay_buffer is not None
+        for _ in range(CLONE_STEPS):
+            obs = self.replay_buffer.sample(batch_size, env=self._vec_normalize_env).observations
+            target, _ = self.prior(obs)  # type: ignore[arg-type]
+            loss = F.mse_loss(self.actor(obs, deterministic=True), target.clamp(-CLONE_TARGET_LIMIT, CLONE_TARGET_LIMIT))
+            self.actor.optimizer.zero_grad()
+            loss.backward()
+            self.actor.optimizer.step()
+        self.logger.record("beyond/clone_loss", loss.item())
+
+    # Copied whole from stable_baselines3 2.9.2, sac/sac.py, SAC.train; changes marked "# sb3ext:".
+    def train(self, gradient_steps: int, batch_size: int = 64) -> None:
+        if self._n_updates == 0 and self.prior is not None:  # sb3ext: clone first
+            self.clone(batch_size)
+        lam = self.lam()  # sb3ext: the pull's weight for this call
+        # Switch to train mode (this affects batch norm / dropout)
+        self.policy.set_training_mode(True)
+        # Update optimizers learning rate
+        optimizers = [self.actor.optimizer, self.critic.optimizer]
+        if self.ent_coef_optimizer is not None:
+            optimizers += [self.ent_coef_optimizer]
+
+        # Update learning rate according to lr schedule
+        self._update_learning_rate(optimizers)
+
+        ent_coef_losses, ent_coefs = [], []
+        actor_losses, critic_losses = [], []
+
+        for gradient_step in range(gradient_steps):
+            # Sample replay buffer
+            replay_data = self.replay_buffer.sample(batch_size, env=self._vec_normalize_env)  # type: ignore[union-attr]
+            # For n-step replay, discount factor is gamma**n_steps (when no early termination)
+            discounts = replay_data.discounts if replay_data.discounts is not None else self.gamma
+
+            # We need to sample because `log_std` may have changed between two gradient steps
+            if self.use_sde:
+                self.actor.reset_noise()
+
+            # Action by the current actor for the sampled state
+            actions_pi, log_prob = self.actor.action_log_prob(replay_data.observations)
+            log_prob = log_prob.reshape(-1, 1)
+
+            ent_coef_loss = None
+            if self.ent_coef_optimizer is not None and self.log_ent_coef is not None:
+                # Important: detach the variable from the graph
+                # so we don't change it with other losses
+                # see https://github.com/rail-berkeley/softlearning/issues/60
+                ent_coef = th.exp(self.log_ent_coef.detach())
+                assert isinstance(self.target_entropy, float)
+                ent_coef_loss = -(self.log_ent_coef * (log_prob + self.target_entropy).detach()).mean()
+                ent_coef_losses.append(ent_coef_loss.item())
+            else:
+                ent_coef = self.ent_coef_tensor
+
+            ent_coefs.append(ent_coef.item())
+
+            # Optimize entropy coefficient, also called
+            # entropy temperature or alpha in the paper
+            if ent_coef_loss is not None and self.ent_coef_optimizer is not None:
+                self.ent_coef_optimizer.zero_grad()
+                ent_coef_loss.backward()
+                self.ent_coef_optimizer.step()
+
+            with th.no_grad():
+                # Select action according to policy
+                next_actions, next_log_prob = self.actor.action_log_prob(replay_data.next_observations)
+                # Compute the next Q values: min over all critics targets
+                next_q_values = th.cat(self.critic_target(replay_data.next_observations, next_actions), dim=1)
+                next_q_values, _ = th.min(next_q_values, dim=1, keepdim=True)
+                # add entropy term
+                next_q_values = next_q_values - ent_coef * next_log_prob.reshape(-1, 1)
+                # td error + entropy term
+                target_q_values = replay_data.rewards + (1 - replay_data.dones) * discounts * next_q_values
+
+            # Get current Q-values estimates for each critic network
+            # using action from the replay buffer
+            current_q_values = self.critic(replay_data.observations, replay_data.actions)
+
+            # Compute critic loss
+            critic_loss = 0.5 * sum(F.mse_loss(current_q, target_q_values) for current_q in current_q_values)
+            assert isinstance(critic_loss, th.Tensor)  # for type checker
+            critic_losses.append(critic_loss.item())  # type: ignore[union-attr]
+
+            # Optimize the critic
+            self.critic.optimizer.zero_grad()
+            critic_loss.backward()
+            self.critic.optimizer.step()
+
+            # Compute actor loss
+            # Alternative: actor_loss = th.mean(log_prob - qf1_pi)
+            # Min over all critic networks
+            q_values_pi = th.cat(self.critic(replay_data.observations, actions_pi), dim=1)
+            min_qf_pi, _ = th.min(q_values_pi, dim=1, keepdim=True)
+            actor_loss = (ent_coef * log_prob - min_qf_pi).mean()
+            if lam > 0:  # sb3ext: the pull toward the prior, on TD3+BC's scale
+                assert self.prior is not None
+                prior_actions, _ = self.prior(replay_data.observations)  # type: ignore[arg-type]
+                gap = ((self.actor(replay_data.observations, deterministic=True) - prior_actions) ** 2).sum(dim=1)
+                actor_loss = actor_loss + lam * min_qf_pi.abs().mean().detach() * gap.mean()
+            actor_losses.append(actor_loss.item())
+
+            # Optimize the actor
+            self.actor.optimizer.zero_grad()
+            actor_loss.backward()
+            self.actor.optimizer.step()
+
+            # Update target networks
+            if gradient_step % self.target_update_interval == 0:
+                polyak_update(self.critic.parameters(), self.critic_target.parameters(), self.tau)
+                # Copy running stats, see GH issue #996
+                polyak_update(self.batch_norm_stats, self.batch_norm_stats_target, 1.0)
+
+        self._n_updates += gradient_steps
+
+        self.logger.record("train/n_updates", self._n_updates, exclude="tensorboard")
+        self.logger.record("train/ent_coef", np.mean(ent_coefs))
+        self.logger.record("train/actor_loss", np.mean(actor_losses))
+        self.logger.record("train/critic_loss", np.mean(critic_losses))
+        if len(ent_coef_losses) > 0:
+            self.logger.record("train/ent_coef_loss", np.mean(ent_coef_losses))
+        self.logger.record("beyond/lam", lam)  # sb3ext: the pull's weight, and what sets it
+        for name, value in (("random_return", self.random_return), ("prior_return", self.prior_return)):
+            if value is not None:
+                self.logger.record(f"beyond/{name}", value)
+
+
+def prior_of(owner: AggreVaTeD) -> Prior:
+    """The imitation learner as SAC's prior: its Gaussian's mean and a sample, clipped to the action bounds and
+    scaled to SAC's [-1, 1]."""
+    space = owner.action_space
+    assert isinstance(space, spaces.Box)
+    low = th.as_tensor(space.low, dtype=th.float32, device=owner.device)
+    high = th.as_tensor(space.high, dtype=th.float32, device=owner.device)
+
+    def prior(obs: th.Tensor) -> tuple[th.Tensor, th.Tensor]:
+        with th.no_grad():
+            distribution = owner.policy.get_distribution(obs)
+            mode, sample = distribution.mode(), distribution.sample()
+        return tuple((2.0 * (a - low) / (high - low) - 1.0).clamp(-1.0, 1.0) for a in (mode, sample))  # type: ignore[return-value]
+
+    return prior
+
+
+#: AggreVaTeD's policy aliases -> SAC's
+_SAC_POLICIES = {"MlpPolicy": "MlpPolicy", "CnnPolicy": "CnnPolicy", "MultiInputPolicy": "MultiInputPolicy"}
+
+
+def build_stage(owner: AggreVaTeD) -> KickstartSAC:
+    """The stage of ``owner``, from its spaces and saved ``stage_*`` fields; without an env (``load`` for
+    ``predict``) too. Its replay holds one transition until it learns (:func:`full_replay`)."""
+    alias = next(name for name, cls in owner.policy_aliases.items() if cls is owner.policy_class)
+    train_freq, gradient_steps = schedule(owner.n_envs)
+    stage = KickstartSAC(
+        _SAC_POLICIES[alias], env=None, learning_rate=3e-4, buffer_size=1, learning_starts=WARMUP_STEPS,
+        batch_size=BATCH_SIZE, gamma=float(owner.gamma), train_freq=train_freq, gradient_steps=gradient_steps,
+        ent_coef=ENT_COEF, target_entropy=-float(np.prod(owner.action_space.shape)),
+        policy_kwargs={"net_arch": list(NET_ARCH)}, verbose=owner.verbose, seed=owner.seed,
+        device=owner.device, prior=prior_of(owner), random_return=owner.stage_random_return,
+        prior_return=owner.stage_prior_return, _init_setup_model=False,
+    )  # fmt: skip
+    stage.observation_space, stage.action_space, stage.n_envs = owner.observation_space, owner.action_space, owner.n_envs
+    stage._setup_model()
+    stage.num_timesteps, stage._n_updates = int(owner.stage_timesteps), int(owner.stage_n_updates)
+    return stage
+
+
+def full_replay(stage: KickstartSAC) -> None:
+    """Give ``stage`` its full replay (:data:`BUFFER_SIZE`), once, before it learns or loads one."""
+    if stage.buffer_size == BUFFER_SIZE:
+        return
+    stage.buffer_size = BUFFER_SIZE
+    assert stage.replay_buffer_class is not None  # set by SAC's _setup_model
+    stage.replay_buffer = stage.replay_buffer_class(  # as SB3's OffPolicyAlgorithm._setup_model builds it
+        BUFFER_SIZE, stage.observation_space, stage.action_space, device=stage.device, n_envs=stage.n_envs,
+        optimize_memory_usage=stage.optimize_memory_usage, **(stage.replay_buffer_kwargs or {}),
+    )  # fmt: skip
+
+
+def sync_fields(owner: AggreVaTeD, stage: KickstartSAC) -> None:
+    """The stage's counters and measured returns onto ``owner``'s saved fields."""
+    owner.stage_timesteps, owner.stage_n_updates = int(stage.num_timesteps), int(stage._n_updates)
+    owner.stage_random_return, owner.stage_prior_return = stage.random_return, stage.prior_return
+
+
+class OwnerCallback(BaseCallback):
+    """Runs the caller's callbacks, bound to the AggreVaTeD model, from the stage's ``learn``: each step sets the
+    model's env-step count from the stage's, so that evaluations, checkpoints and pruning see the model they were
+    given (its ``predict`` and ``save`` reach the stage)."""
+
+    def __init__(self, inner: BaseCallback, owner: AggreVaTeD, stage: KickstartSAC) -> None:
+        super().__init__()
+        self.inner, self.owner, self.stage = inner, owner, stage
+        self.offset = owner.num_timesteps - stage.num_timesteps
+
+    def _sync(self) -> None:
+        self.owner.num_timesteps = self.offset + self.stage.num_timesteps
+        sync_fields(self.owner, self.stage)
+
+    def _on_training_start(self) -> None:
+        self._sync()  # the stage's total, on the model's count (a progress bar reads it)
+        total = self.offset + int(self.locals.get("total_timesteps", self.stage.num_timesteps))
+        self.inner.on_training_start({**self.locals, "total_timesteps": total}, self.globals)
+
+    def _on_rollout_start(self) -> None:
+        self.inner.on_rollout_start()
+
+    def _on_step(self) -> bool:
+        self._sync()
+        self.inner.update_locals(self.locals)
+        return self.inner.on_step()
+
+    def _on_rollout_end(self) -> None:
+        self.inner.on_rollout_end()
+
+    def _on_training_end(self) -> None:
+        self._sync()
+        self.inner.on_training_end()
+
+
+def learn_stage(
+    owner: AggreVaTeD, stage: KickstartSAC, total_timesteps: int, callback: MaybeCallback, log_interval: int,
+    tb_log_name: str, progress_bar: bool,
+) -> None:  # fmt: skip
+    """``total_timesteps`` env steps of the stage on ``owner``'s env, its observation statistics frozen, its logger
+    and callbacks ``owner``'s."""
+    if owner.env is None:
+        raise ValueError("AggreVaTeD's stage beyond the expert needs an env: pass env= to load(), or call set_env()")
+    normalizer = observation_normalizer(owner.env)
+    if normalizer is not None:
+        normalizer.training = False  # the prior's scale, and one scale for the replay
+    if stage.env is not owner.env:
+        stage.set_env(owner.env)
+    full_replay(stage)
+    if not getattr(owner, "_custom_logger", False) and not hasattr(owner, "_logger"):
+        owner.set_logger(configure_logger(owner.verbose, owner.tensorboard_log, tb_log_name, True))
+    stage.set_logger(owner.logger)
+    if owner.ep_info_buffer is None or owner.ep_success_buffer is None:
+        owner.ep_info_buffer = deque(maxlen=owner._stats_window_size)
+        owner.ep_success_buffer = deque(maxlen=owner._stats_window_size)
+    stage.ep_info_buffer, stage.ep_success_buffer = owner.ep_info_buffer, owner.ep_success_buffer  # one record
+    inner = owner._init_callback(callback, progress_bar)
+    stage.learn(total_timesteps, callback=OwnerCallback(inner, owner, stage), log_interval=log_interval,
+                reset_num_timesteps=False)  # fmt: skip
+    sync_fields(owner, stage)
