@@ -195,6 +195,45 @@ def test_record_video_headless(wheel_venv: FreshVenv, tmp_path: Path) -> None:
     assert videos and videos[0].stat().st_size > 1000
 
 
+def test_the_stage_beyond_the_expert_trains_enjoys_records_and_resumes_with_its_replay(
+    wheel_venv: FreshVenv, tmp_path: Path
+) -> None:
+    """``beyond_after`` through the unmodified zoo: the stage begins after 1024 env steps; enjoy and record_video
+    replay the stage's actor from the saved model; ``-i`` goes on in the stage with the replay the zoo saved."""
+    fresh_venv = wheel_venv
+    expert = shared_expert(PENDULUM_EXPERT)
+    common = ["--algo", "aggrevated", "--env", "Pendulum-v1", "-f", "logs", "--eval-freq", "-1", "--save-replay-buffer"]
+    hyperparams = ["--hyperparams", f"expert:'{expert}'", "beyond_after:1024"]
+    fresh_venv.run("-m", "rl_zoo3.train", *common, "-n", "2048", *hyperparams, cwd=tmp_path)
+    run_dir = tmp_path / "logs" / "aggrevated" / "Pendulum-v1_1"
+    assert (run_dir / "replay_buffer.pkl").is_file()
+    enjoy = fresh_venv.run(
+        "-m", "rl_zoo3.enjoy", "--algo", "aggrevated", "--env", "Pendulum-v1", "-f", "logs", "--exp-id", "1",
+        "-n", "200", "--no-render", "--deterministic", cwd=tmp_path,
+    )  # fmt: skip
+    assert "Episode Reward" in enjoy.stdout
+    fresh_venv.run(
+        "-m", "rl_zoo3.record_video", "--algo", "aggrevated", "--env", "Pendulum-v1", "-f", "logs",
+        "--exp-id", "1", "-n", "50", cwd=tmp_path, timeout=300,
+    )  # fmt: skip
+    assert list((run_dir / "videos").glob("*.mp4"))
+    fresh_venv.run("-m", "rl_zoo3.train", *common, "-n", "512", *hyperparams, "-i", str(run_dir / "Pendulum-v1.zip"),
+                   cwd=tmp_path)  # fmt: skip
+    out = fresh_venv.run(
+        "-c",
+        "import sys; from sb3ext.algos.aggrevated import AggreVaTeD\n"
+        "for p in sys.argv[1:]:\n"
+        "    m = AggreVaTeD.load(p + '.zip'); m.load_replay_buffer(p.rsplit('/', 1)[0] + '/replay_buffer.pkl')\n"
+        "    print(m.imitation_iterations, m.stage_timesteps, m.replay_buffer.pos)",
+        str(run_dir / "Pendulum-v1"),
+        str(tmp_path / "logs" / "aggrevated" / "Pendulum-v1_2" / "Pendulum-v1"),
+        cwd=tmp_path,
+    )
+    first, resumed = (list(map(int, line.split())) for line in out.stdout.strip().splitlines())
+    assert first == [1024 // 64, 1024, 1024 // 4]
+    assert resumed == [1024 // 64, 1024 + 512, (1024 + 512) // 4], "-i goes on in the stage, with its replay"
+
+
 @pytest.mark.parametrize(
     "hyperparams,expected",
     [

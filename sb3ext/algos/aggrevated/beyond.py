@@ -317,11 +317,12 @@ def build_stage(owner: AggreVaTeD) -> KickstartSAC:
         _SAC_POLICIES[alias], env=None, learning_rate=3e-4, buffer_size=1, learning_starts=WARMUP_STEPS,
         batch_size=BATCH_SIZE, gamma=float(owner.gamma), train_freq=train_freq, gradient_steps=gradient_steps,
         ent_coef=ENT_COEF, target_entropy=-float(np.prod(owner.action_space.shape)),
-        policy_kwargs={"net_arch": list(NET_ARCH)}, verbose=owner.verbose, seed=owner.seed,
+        policy_kwargs={"net_arch": list(NET_ARCH)}, verbose=0, seed=owner.seed,
         device=owner.device, prior=prior_of(owner), random_return=owner.stage_random_return,
         prior_return=owner.stage_prior_return, _init_setup_model=False,
     )  # fmt: skip
     stage.observation_space, stage.action_space, stage.n_envs = owner.observation_space, owner.action_space, owner.n_envs
+    stage.verbose = owner.verbose  # after the constructor: the model has said which device it uses
     stage._setup_model()
     stage.num_timesteps, stage._n_updates = int(owner.stage_timesteps), int(owner.stage_n_updates)
     return stage
