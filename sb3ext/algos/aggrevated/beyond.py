@@ -93,10 +93,11 @@ class KickstartSAC(SAC):
         self._played: dict[str, list[float]] = {RANDOM: [], PRIOR: []}
         self._recent: deque[float] = deque(maxlen=RECENT_EPISODES)  # the actor's own episodes
         self._players: list[str] = []
+        self.steps_before = 0  # the model's env steps before the stage's first (its logs' count starts there)
         super().__init__(*args, **kwargs)
 
     def _excluded_save_params(self) -> list[str]:
-        return [*super()._excluded_save_params(), "prior", "_played", "_recent", "_players"]
+        return [*super()._excluded_save_params(), "prior", "_played", "_recent", "_players", "steps_before"]
 
     def lam(self) -> float:
         """The pull's weight now: :data:`ANCHOR` until the actor's episodes can be compared, then by their shortfall."""
@@ -158,6 +159,16 @@ class KickstartSAC(SAC):
             elif player == PRIOR:
                 self.prior_return = float(np.mean(self._played[PRIOR]))
             self._players[idx] = self._player()
+
+    def dump_logs(self) -> None:
+        """SB3's, on the model's env-step count (``steps_before``: the env steps before the stage) rather than the
+        stage's own, so that the stage's logs go on from the imitation's."""
+        counts = self.num_timesteps, self._num_timesteps_at_start
+        self.num_timesteps, self._num_timesteps_at_start = (count + self.steps_before for count in counts)
+        try:
+            super().dump_logs()
+        finally:
+            self.num_timesteps, self._num_timesteps_at_start = counts
 
     def clone(self, batch_size: int) -> None:
         """The actor's deterministic action regressed onto the prior's on the buffer's states."""
@@ -402,7 +413,7 @@ def learn_stage(
         owner.ep_info_buffer = deque(maxlen=owner._stats_window_size)
         owner.ep_success_buffer = deque(maxlen=owner._stats_window_size)
     stage.ep_info_buffer, stage.ep_success_buffer = owner.ep_info_buffer, owner.ep_success_buffer  # one record
-    inner = owner._init_callback(callback, progress_bar)
-    stage.learn(total_timesteps, callback=OwnerCallback(inner, owner, stage), log_interval=log_interval,
-                reset_num_timesteps=False)  # fmt: skip
+    forward = OwnerCallback(owner._init_callback(callback, progress_bar), owner, stage)
+    stage.steps_before = forward.offset
+    stage.learn(total_timesteps, callback=forward, log_interval=log_interval, reset_num_timesteps=False)
     sync_fields(owner, stage)
