@@ -42,15 +42,21 @@ def test_the_installed_sb3_collect_rollouts_is_the_copied_version() -> None:
     )
 
 
-def test_the_copy_keeps_every_line_of_sb3_but_its_marked_changes_in_order() -> None:
-    ours = code_lines(AggreVaTeD.collect_rollouts)
+def dropped_lines(copy: object, original: object) -> list[str]:
+    """The statements of ``original`` that ``copy`` does not keep, in order."""
+    ours = code_lines(copy)
     position, dropped = 0, []
-    for line in code_lines(OnPolicyAlgorithm.collect_rollouts):
+    for line in code_lines(original):
         found = next((i for i in range(position, len(ours)) if ours[i] == line), None)
         if found is None:
             dropped.append(line)
         else:
             position = found + 1
+    return dropped
+
+
+def test_the_copy_keeps_every_line_of_sb3_but_its_marked_changes_in_order() -> None:
+    dropped = dropped_lines(AggreVaTeD.collect_rollouts, OnPolicyAlgorithm.collect_rollouts)
     assert set(dropped) <= REPLACED, f"the copy drops SB3's {sorted(set(dropped) - REPLACED)} without a marked change"
     marks = inspect.getsource(AggreVaTeD.collect_rollouts).count("# sb3ext:")
     assert marks >= 6, f"{marks} marked changes"
@@ -75,13 +81,6 @@ def test_the_sac_train_copy_keeps_every_line_of_sb3_in_order() -> None:
 
     from sb3ext.algos.aggrevated.beyond import KickstartSAC
 
-    ours = code_lines(KickstartSAC.train)
-    position, dropped = 0, []
-    for line in code_lines(SAC.train):
-        found = next((i for i in range(position, len(ours)) if ours[i] == line), None)
-        if found is None:
-            dropped.append(line)
-        else:
-            position = found + 1
+    dropped = dropped_lines(KickstartSAC.train, SAC.train)
     assert not dropped, f"the copy drops SB3's {dropped}"
     assert inspect.getsource(KickstartSAC.train).count("# sb3ext:") >= 3
