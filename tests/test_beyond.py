@@ -129,6 +129,11 @@ def test_save_load_and_resume_with_the_replay(small_stage: None, tmp_path: Path)
     assert resumed.stage_n_updates == updates + 400 // 4
     assert resumed.imitation_iterations == model.imitation_iterations
 
+    bare = AggreVaTeD.load(tmp_path / "model.zip", env=env, expert=EXPERT)  # a checkpoint without its replay
+    with pytest.warns(UserWarning, match=r"resumes at \d+ env steps without its replay buffer: the prior refills it"):
+        bare.learn(600)
+    assert bare.stage_n_updates == model.stage_n_updates + (600 - beyond.WARMUP_STEPS) // 4
+
 
 def test_a_replay_that_does_not_fit_is_refused(small_stage: None, tmp_path: Path) -> None:
     model = staged(pendulum())

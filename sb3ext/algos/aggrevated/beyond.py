@@ -21,6 +21,7 @@ variants measured no better are on the history page).
 
 from __future__ import annotations
 
+import warnings
 from collections import deque
 from collections.abc import Callable
 from typing import Any
@@ -406,6 +407,15 @@ def learn_stage(
     if stage.env is not owner.env:
         stage.set_env(owner.env)
     full_replay(stage)
+    assert stage.replay_buffer is not None
+    if stage.num_timesteps > 0 and stage.replay_buffer.size() == 0:  # resumed from a checkpoint alone
+        warnings.warn(
+            f"AggreVaTeD's stage beyond the expert resumes at {stage.num_timesteps} env steps without its replay "
+            f"buffer: the prior refills it for {WARMUP_STEPS} env steps before the updates go on (keep the buffer with "
+            "save_replay_buffer, or the zoo's --save-replay-buffer, and load_replay_buffer before learn)",
+            stacklevel=3,
+        )
+        stage.learning_starts = stage.num_timesteps + WARMUP_STEPS
     if not getattr(owner, "_custom_logger", False) and not hasattr(owner, "_logger"):
         owner.set_logger(configure_logger(owner.verbose, owner.tensorboard_log, tb_log_name, True))
     stage.set_logger(owner.logger)
