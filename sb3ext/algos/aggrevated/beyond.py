@@ -316,17 +316,13 @@ def prior_of(owner: AggreVaTeD) -> Prior:
     return prior
 
 
-#: AggreVaTeD's policy aliases -> SAC's
-_SAC_POLICIES = {"MlpPolicy": "MlpPolicy", "CnnPolicy": "CnnPolicy", "MultiInputPolicy": "MultiInputPolicy"}
-
-
 def build_stage(owner: AggreVaTeD) -> KickstartSAC:
     """The stage of ``owner``, from its spaces and saved ``stage_*`` fields; without an env (``load`` for
     ``predict``) too. Its replay holds one transition until it learns (:func:`full_replay`)."""
-    alias = next(name for name, cls in owner.policy_aliases.items() if cls is owner.policy_class)
+    alias = next(name for name, cls in owner.policy_aliases.items() if cls is owner.policy_class)  # SAC's names too
     train_freq, gradient_steps = schedule(owner.n_envs)
     stage = KickstartSAC(
-        _SAC_POLICIES[alias], env=None, learning_rate=3e-4, buffer_size=1, learning_starts=WARMUP_STEPS,
+        alias, env=None, learning_rate=3e-4, buffer_size=1, learning_starts=WARMUP_STEPS,
         batch_size=BATCH_SIZE, gamma=float(owner.gamma), train_freq=train_freq, gradient_steps=gradient_steps,
         ent_coef=ENT_COEF, target_entropy=-float(np.prod(owner.action_space.shape)),
         policy_kwargs={"net_arch": list(NET_ARCH)}, verbose=0, seed=owner.seed,
