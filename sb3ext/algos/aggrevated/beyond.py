@@ -15,8 +15,9 @@ SAC with three changes, each from the literature on reincarnating RL:
   Agarwal et al. 2022): 0 at or above the prior's own return, :data:`ANCHOR` at the random episodes'.
 
 The observation statistics of the imitation are frozen from the hand-over on: the prior and the replay see one scale.
-Measured on LunarLanderContinuous-v3, Hopper-v5 and BipedalWalkerHardcore-v3 (``docs/benchmarks/beyond.md``; the
-variants measured no better are on the history page).
+Measured on LunarLanderContinuous-v3 (``docs/benchmarks/beyond.md``, the suite's other tasks pending) and, through
+the zoo, on BipedalWalkerHardcore-v3, where it swings around the imitation learner's level; the variants measured no
+better are on the history page.
 """
 
 from __future__ import annotations
