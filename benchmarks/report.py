@@ -28,6 +28,7 @@ LABELS = {
     "imitation_bc": "imitation BC",
     "ppo": "PPO (zoo)",
     "sac": "SAC (zoo)",
+    "stage": "AggreVaTeD, then the stage",
 }
 
 
@@ -151,6 +152,80 @@ def task_table(task: Task, refs: dict[str, Any], results: list[dict[str, Any]]) 
             f"| {np.median([r.train_wall_s for r in runs]):,.0f} s | {cpu_hours_cell(runs)} |"
         )
     return lines, summaries
+
+
+def expert_bar(refs: dict[str, Any], episodes: int) -> tuple[float, float]:
+    """The expert's mean and standard error on the page's episodes, and the bar 3 standard errors above the mean:
+    a learner past it is past the expert beyond the noise of the expert's own score."""
+    se = refs["expert_std"] / math.sqrt(episodes)
+    return se, refs["expert"] + 3 * se
+
+
+def gap_closed(final: float, expert: float, best: float) -> float:
+    """The share of the gap from the expert to the zoo's best agent that a final return closes (below the expert:
+    negative)."""
+    return (final - expert) / (best - expert)
+
+
+def beyond_cells(runs: list[RunSummary], expert: float, best: float) -> tuple[str, str]:
+    """A method's gap closed and its env steps past the bar (``runs`` summarised against the bar), median (seeds)."""
+    shares = [gap_closed(r.final, expert, best) for r in runs]
+    each = ", ".join(f"{s:.0%}" for s in shares)
+    return f"{np.median(shares):.0%} ({each})", steps_cell(runs)
+
+
+def beyond_table(task: Task, refs: dict[str, Any], results: list[dict[str, Any]], episodes: int) -> list[str]:
+    """A task with ``zoo_best``: each method's final return, the share of the gap from the expert to the zoo's best
+    agent it closes, and the env steps it takes to pass the expert by 3 standard errors, beside the expert and the
+    zoo's best (runs recorded without their curves are left out: their crossing of the bar is not known)."""
+    assert task.zoo_best is not None
+    best, agent = task.zoo_best
+    se, bar = expert_bar(refs, episodes)
+    lines = [
+        f"Past the expert: its mean {return_text(refs['expert'])} plus 3 standard errors ({se:.1f} each over "
+        f"{episodes} episodes) is {return_text(bar)}. The gap runs from the expert to the zoo's best agent ({agent}, "
+        f"{return_text(best)} as the zoo published it).",
+        "",
+        "| method | final return: median (seeds) | share of the gap to the zoo's best closed: median (seeds) "
+        f"| env steps to pass {return_text(bar)}: median (seeds) | training CPU-hours (all seeds) |",
+        "|---|---|---|---|---|",
+        f"| expert | {return_text(refs['expert'])} ± {se:.1f} (s.e.) | 0% | — | — |",
+    ]
+    for method in task.methods:
+        runs = sorted((summarise(r, bar) for r in results if r["method"] == method and r.get("steps")),
+                      key=lambda s: s.seed)  # fmt: skip
+        if runs:
+            share, steps = beyond_cells(runs, refs["expert"], best)
+            finals = ", ".join(return_text(r.final) for r in runs)
+            lines.append(f"| {LABELS.get(method, method)} | {return_text(float(np.median([r.final for r in runs])))} "
+                         f"({finals}) | {share} | {steps} | {cpu_hours_cell(runs)} |")  # fmt: skip
+    return [*lines, f"| zoo's best ({agent}) | {return_text(best)} | 100% | — | — |", ""]
+
+
+def beyond_summary(suite: Suite, refs: dict[str, dict[str, Any]], results: dict[str, list[dict[str, Any]]]) -> list[str]:
+    """One row per task with ``zoo_best`` and results, one column per method: the median share of the gap to the zoo's
+    best closed, and the median env steps to pass the expert by 3 standard errors."""
+    methods = [m for m in dict.fromkeys(m for t in suite.tasks.values() if t.zoo_best for m in t.methods)]
+    lines = ["| task | expert (+3 s.e.) | zoo's best | " + " | ".join(LABELS.get(m, m) for m in methods) + " |",
+             "|" + "---|" * (3 + len(methods))]  # fmt: skip
+    for task in suite.tasks.values():
+        task_refs = refs.get(task.name, {})
+        if task.zoo_best is None or not results.get(task.name) or "expert" not in task_refs:
+            continue
+        _, bar = expert_bar(task_refs, suite.episodes)
+        cells = []
+        for method in methods:
+            runs = [summarise(r, bar) for r in results[task.name] if r["method"] == method and r.get("steps")]
+            if not runs:
+                cells.append("—")
+                continue
+            share = np.median([gap_closed(r.final, task_refs["expert"], task.zoo_best[0]) for r in runs])
+            median = median_or_none([r.steps_to_threshold for r in runs])
+            past = f"not past in {max(r.budget for r in runs):,}" if median is None else f"past at {median:,.0f}"
+            cells.append(f"{share:.0%} closed; {past} ({len(runs)} seeds)")
+        lines.append(f"| {task.name} | {return_text(task_refs['expert'])} ({return_text(bar)}) "
+                     f"| {return_text(task.zoo_best[0])} | " + " | ".join(cells) + " |")  # fmt: skip
+    return lines
 
 
 def plot_task(task: Task, refs: dict[str, Any], results: list[dict[str, Any]], path: Path, episodes: int) -> None:
@@ -379,6 +454,10 @@ def write_page(suite: Suite, work: Path, out: Path) -> Path:
     if sum(bool(results.get(t)) for t in suite.tasks) > 1:
         lines += ["## Summary", "", "Per method: median env steps to the threshold (the share of later checkpoints "
                   "holding it; the median final return).", "", *summary_table(suite, refs, results), ""]  # fmt: skip
+    if any(t.zoo_best and results.get(t.name) for t in suite.tasks.values()):
+        lines += ["## Beyond the expert", "", "Per method: the median share of the gap from the expert to the zoo's best "
+                  "agent that its final return closes; the median env steps to pass the expert by 3 standard errors.",
+                  "", *beyond_summary(suite, refs, results), ""]  # fmt: skip
     if suite.paper_scores and results:
         out.mkdir(parents=True, exist_ok=True)
         lines += ["## The paper's score", "", "Each run's final return shifted and scaled per task so that a uniformly "
@@ -416,6 +495,8 @@ def write_page(suite: Suite, work: Path, out: Path) -> Path:
             lines += [f"Machine: {machines[0]}.", ""]
         imitation = [r for r in results[task.name] if "expert_return_imitation_env" in r]
         lines += table + [""]
+        if task.zoo_best is not None and "expert" in task_refs:
+            lines += beyond_table(task, task_refs, results[task.name], suite.episodes)
         if task.note:
             lines += [task.note, ""]
         if imitation:

@@ -34,6 +34,7 @@ TASK_KEYS = {
     "note",
     "seeds",
     "as_trained",
+    "zoo_best",
 }
 METHOD_KEYS = {"algo", "budget", "save_every", "hyperparams", "net_arch", "seeds", "entry"}
 
@@ -82,6 +83,9 @@ class Task:
     note: str = ""  # shown under the task's table: what a result means (a diagnosis where a criterion is missed)
     seeds: tuple[int, ...] | None = None  # this task's seeds, where they differ from the suite's
     as_trained: str = ""  # why the expert's score here differs from its own recorded level (measured), where it does
+    #: the zoo's best published agent for the env: (its score, which agent at what budget); a page then measures each
+    #: method against the expert and that score (the beyond suite)
+    zoo_best: tuple[float, str] | None = None
 
     @property
     def make_kwargs(self) -> dict[str, Any]:
@@ -246,7 +250,23 @@ def _task(where: str, name: str, spec: Any) -> Task:
         note=" ".join(str(spec.get("note", "")).split()),
         seeds=_seeds(where, spec),
         as_trained=" ".join(str(spec.get("as_trained", "")).split()),
+        zoo_best=_zoo_best(where, spec, expert),
     )
+
+
+def _zoo_best(where: str, spec: dict[str, Any], expert: Any) -> tuple[float, str] | None:
+    """A task's ``zoo_best``, checked: ``{score: <number>, agent: <text>}``, on a task with an expert (the gap it
+    measures starts there)."""
+    best = spec.get("zoo_best")
+    if best is None:
+        return None
+    allowed = "a mapping {score: <number>, agent: <text naming the agent and its budget>}"
+    if not isinstance(best, dict) or set(best) != {"score", "agent"} or isinstance(best["score"], bool) \
+            or not isinstance(best["score"], (int, float)) or not str(best["agent"]).strip():  # fmt: skip
+        raise SuiteError(f"{where}.zoo_best: {best!r}; allowed: {allowed}")
+    if expert is None:
+        raise SuiteError(f"{where}.zoo_best: the gap it measures starts at the expert, but the task names no 'expert'")
+    return float(best["score"]), str(best["agent"])
 
 
 def load_suites(path: Path = SUITES_FILE) -> dict[str, Suite]:

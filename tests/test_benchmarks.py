@@ -27,6 +27,7 @@ from benchmarks.report import (
 from benchmarks.suite import SuiteError, Task, get_suite, load_suites
 from tests.conftest import needs, shared_expert
 
+PPO_5 = {"budget": 5, "save_every": 5}
 PENDULUM = {"expert": "sac/Pendulum-v1_1", "methods": {"aggrevated": {"budget": 512, "save_every": 256}}}
 
 
@@ -166,6 +167,14 @@ def test_evaluated_atari_games_are_sticky_seeded_and_differ_by_seed() -> None:
         ({"s": {"tasks": {"P": {"expert": "e", "methods": {"ppo": {"budget": -5, "save_every": 1}}}}}}, "not a positive"),
         ({"s": {"seeds": "0", "tasks": {"Pendulum-v1": PENDULUM}}}, "s.seeds: expected a list"),
         ({"s": {"tasks": {"Pendulum-v1": {**PENDULUM, "seeds": [-1]}}}}, "tasks.Pendulum-v1.seeds: expected a list"),
+        (
+            {"s": {"tasks": {"Pendulum-v1": {**PENDULUM, "zoo_best": {"agent": "TQC", "score": "high"}}}}},
+            "zoo_best: {'agent': 'TQC', 'score': 'high'}; allowed: a mapping {score: <number>, agent:",
+        ),
+        (
+            {"s": {"tasks": {"P": {"goal": 1, "zoo_best": {"score": 2, "agent": "TQC"}, "methods": {"ppo": PPO_5}}}}},
+            "zoo_best: the gap it measures starts at the expert, but the task names no 'expert'",
+        ),
         (
             {"s": {"tasks": {"Pendulum-v1": {**PENDULUM, "env_kwargs": {"g": [1]}}}}},
             "env_kwargs: {'g': [1]}; allowed: a mapping of names to numbers, booleans or strings",
@@ -403,6 +412,27 @@ def test_the_papers_score_is_random_zero_best_one_per_task_averaged_over_runs(tm
     assert rows["fixed_kl_1"].startswith("| fixed_kl_1 | 0.40 (1 runs)")
     assert "Walker2d-v5" in lines[-1]  # left out until every method has run there
     assert (tmp_path / "ppo_paper_normalised.csv").read_text().startswith("method,score,paper,runs,Hopper-v5")
+
+
+def test_the_beyond_columns_by_hand() -> None:
+    """A task with ``zoo_best``: the bar is the expert's mean plus 3 standard errors on the page's episodes; the gap
+    closed is (final - expert) / (zoo's best - expert); a seed that never passes the bar counts as never."""
+    from benchmarks.report import beyond_summary, beyond_table
+
+    task = Task("t", "t", {"a": None, "b": None}, expert="e", zoo_best=(200.0, "TQC at 1M"))  # type: ignore[dict-item]
+    refs = {"expert": 100.0, "expert_std": 50.0, "random": 0.0}  # 100 episodes: s.e. 5, bar 115
+    results = [result("a", 0, [110, 120, 150]), result("a", 1, [100, 114, 140]), result("b", 0, [90, 100, 80])]
+    lines = beyond_table(task, refs, results, 100)
+    assert "plus 3 standard errors (5.0 each over 100 episodes) is 115" in lines[0]
+    rows = {line.split(" | ")[0].strip("| "): line for line in lines if line.startswith("| ") and "---" not in line}
+    assert rows["expert"] == "| expert | 100 ± 5.0 (s.e.) | 0% | — | — |"
+    assert rows["a"].startswith("| a | 145 (150, 140) | 45% (50%, 40%) | **250** (200, 300) |"), rows["a"]
+    assert rows["b"].startswith("| b | 80.0 (80.0) | -20% (-20%) | not in 400 (—) |"), rows["b"]
+    assert rows["zoo's best (TQC at 1M)"] == "| zoo's best (TQC at 1M) | 200 | 100% | — | — |"
+    suite = get_suite("beyond")
+    [name, *_] = suite.tasks
+    [row] = beyond_summary(suite, {name: refs}, {name: [{**r, "method": "stage"} for r in results[:2]]})[2:]
+    assert row.endswith("| 100 (115) | 235 | — | 33% closed; past at 250 (2 seeds) | — |"), row  # its own zoo_best
 
 
 def test_the_beyond_cost_configurations_are_the_levers_they_name() -> None:
