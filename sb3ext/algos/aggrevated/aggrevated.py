@@ -7,13 +7,13 @@ import math
 import os
 import time
 import warnings
-from typing import Any, ClassVar, TypeVar
+from typing import Any, ClassVar
 
 import numpy as np
 import torch as th
 from gymnasium import spaces
 from stable_baselines3 import PPO
-from stable_baselines3.common.buffers import ReplayBuffer, RolloutBuffer
+from stable_baselines3.common.buffers import RolloutBuffer
 from stable_baselines3.common.callbacks import BaseCallback
 from stable_baselines3.common.policies import ActorCriticPolicy, BasePolicy
 from stable_baselines3.common.type_aliases import GymEnv, MaybeCallback, Schedule
@@ -21,7 +21,7 @@ from stable_baselines3.common.utils import explained_variance, obs_as_tensor
 from stable_baselines3.common.vec_env import VecEnv
 from torch.nn import functional as F
 
-from sb3ext.algos.aggrevated.beyond import KickstartSAC, build_stage, full_replay, learn_stage
+from sb3ext.algos.aggrevated.beyond import StageHost
 from sb3ext.algos.aggrevated.buffers import (
     ExpertActionMemory,
     StateAggregationBuffer,
@@ -43,7 +43,6 @@ from sb3ext.algos.aggrevated.policies import (
     log_std_floor_of,
     to_channels_last,
 )
-from sb3ext.algos.aggrevated.replay import load_replay, save_replay
 from sb3ext.algos.aggrevated.rollin import PromisedReturns, RollIn
 from sb3ext.algos.aggrevated.shaped_rl import ReinforcementTerm
 from sb3ext.algos.loading import SafeLoad
@@ -52,12 +51,10 @@ from sb3ext.common.ppo import actor_critic_parameters, kl_exceeded
 from sb3ext.common.validation import check_ranges, invalid, unknown_kwargs_message
 from sb3ext.experts import Expert, load_expert
 
-SelfAggreVaTeD = TypeVar("SelfAggreVaTeD", bound="AggreVaTeD")
-
 __all__ = ["AggreVaTeD", "expected_advantages", "leave_one_out_advantages"]
 
 
-class AggreVaTeD(SafeLoad, PPO):
+class AggreVaTeD(SafeLoad, StageHost, PPO):
     """
     AggreVaTeD (Deeply AggreVaTeD, Sun et al. 2017): imitation by policy gradient on an expert's cost-to-go, with
     PPO's clipped trust region. Paper: https://arxiv.org/abs/1703.01030
@@ -171,17 +168,12 @@ class AggreVaTeD(SafeLoad, PPO):
         self.expert_cap = expert_cap
         self.low_signal_fallback = low_signal_fallback
         self.bound_coef, self.rl_coef = bound_coef, rl_coef
-        self.beyond_after = beyond_after
+        self._init_stage(beyond_after)
         # saved with the model: the statistics are started from the expert's only once; the imitation iterations
         # (not reset by learn(reset_num_timesteps=True)) let `-i` / a resumed checkpoint continue the beta schedule
         self.obs_stats_from_expert = False
         self.imitation_iterations = 0
         self.low_signal_iteration: int | None = None
-        # saved: the stage beyond the expert, once it has begun (its env steps and gradient steps, the returns its
-        # pull is weighed against); its networks are saved under `_stage.`
-        self.stage_timesteps, self.stage_n_updates = 0, 0
-        self.stage_random_return: float | None = None
-        self.stage_prior_return: float | None = None
         if _init_setup_model:
             self._setup_model()
 
@@ -191,17 +183,10 @@ class AggreVaTeD(SafeLoad, PPO):
             raise ValueError(f"AggreVaTeD supports Box and Discrete action spaces, not {self.action_space}")
         observation_layout(self.observation_space)  # a Dict of Box spaces at most (raises naming the space)
         check_ranges("AggreVaTeD", self, _RANGES)
+        self._check_stage()
         for flag in ("expert_cap", "low_signal_fallback"):
             if getattr(self, flag) not in (True, False):
                 raise invalid("AggreVaTeD", flag, getattr(self, flag), "True or False")
-        if self.beyond_after is not None:
-            check_ranges("AggreVaTeD", self, {"beyond_after": (True, 0, math.inf, "an integer >= 0 or None (off)")})
-            policy = next((n for n, c in self.policy_aliases.items() if c is self.policy_class), None)
-            if not isinstance(self.action_space, spaces.Box) or policy not in ("MlpPolicy", "MultiInputPolicy"):
-                raise ValueError(
-                    f"AggreVaTeD: beyond_after={self.beyond_after!r} needs Box actions and vector observations "
-                    f"(MlpPolicy, MultiInputPolicy); this model has {self.action_space} and {policy or self.policy_class}"
-                )
 
     def _setup_model(self) -> None:
         self._check_hyperparameters()
@@ -221,7 +206,7 @@ class AggreVaTeD(SafeLoad, PPO):
         self._timings: dict[str, float] = {}  # seconds of the latest roll-in (logged as time/* by train)
         if self.expert is not None:
             self._set_expert(self.expert)
-        self._stage: KickstartSAC | None = build_stage(self) if self.stage_timesteps else None  # saved mid-stage
+        self._setup_stage()
 
     def _set_expert(self, expert: str | os.PathLike[str] | Expert) -> None:
         env_id = env_id_of(self.env)
@@ -262,17 +247,8 @@ class AggreVaTeD(SafeLoad, PPO):
 
     def _excluded_save_params(self) -> list[str]:
         unsaved = ["expert", "_expert", "_aggregation", "_mix_rng", "_estimator", "_promised", "_timings", "_low_signal",
-                   "_reinforcement", "_stage"]  # fmt: skip
+                   "_reinforcement"]  # fmt: skip
         return [*super()._excluded_save_params(), *unsaved, "_state_tracker", "_expert_reads_state", "_bc_memory"]
-
-    def _get_torch_save_params(self) -> tuple[list[str], list[str]]:
-        """PPO's, and the stage's (its networks, optimizers and entropy coefficient) under ``_stage.``."""
-        state_dicts, variables = super()._get_torch_save_params()
-        if self._stage is not None:
-            stage_dicts, stage_variables = self._stage._get_torch_save_params()
-            state_dicts += [f"_stage.{name}" for name in stage_dicts]
-            variables += [f"_stage.{name}" for name in stage_variables]
-        return state_dicts, variables
 
     # ------------------------------------------------------------------ roll-in
     def collect_rollouts(
@@ -528,58 +504,6 @@ class AggreVaTeD(SafeLoad, PPO):
             if self.obs_stats_from_expert:  # the first observation, on the expert's scale
                 self._last_obs = normalizer.normalize_obs(normalizer.get_original_obs())  # type: ignore[assignment]
         return result
-
-    def learn(
-        self: SelfAggreVaTeD, total_timesteps: int, callback: MaybeCallback = None, log_interval: int = 1,
-        tb_log_name: str = "AggreVaTeD", reset_num_timesteps: bool = True, progress_bar: bool = False,
-    ) -> SelfAggreVaTeD:  # fmt: skip
-        """PPO's, logging to TensorBoard under ``AggreVaTeD``; with ``beyond_after``, the imitation up to that many
-        env steps (over all calls), then the stage beyond the expert for the rest."""
-        if self.beyond_after is None and self._stage is None:
-            return super().learn(total_timesteps, callback, log_interval, tb_log_name, reset_num_timesteps, progress_bar)
-        imitated = self.imitation_iterations * self.n_steps * self.n_envs
-        imitation = 0 if self._stage is not None else min(total_timesteps, max(0, int(self.beyond_after or 0) - imitated))
-        start = 0 if reset_num_timesteps else self.num_timesteps
-        if imitation > 0:
-            super().learn(imitation, callback, log_interval, tb_log_name, reset_num_timesteps, progress_bar)
-            if self.num_timesteps - start < imitation:
-                return self  # a callback stopped the training
-        elif reset_num_timesteps:
-            self.num_timesteps = 0
-        remaining = total_timesteps - (self.num_timesteps - start)
-        if remaining > 0:
-            if self._stage is None:
-                self._stage = build_stage(self)
-            learn_stage(self, self._stage, remaining, callback, log_interval, tb_log_name, progress_bar)
-        return self
-
-    def predict(
-        self, observation: Any, state: tuple[np.ndarray, ...] | None = None, episode_start: np.ndarray | None = None,
-        deterministic: bool = False,
-    ) -> tuple[np.ndarray, tuple[np.ndarray, ...] | None]:  # fmt: skip
-        """The imitation learner's action, or the stage's once it has begun."""
-        if self._stage is not None:
-            return self._stage.predict(observation, state, episode_start, deterministic)
-        return super().predict(observation, state, episode_start, deterministic)
-
-    @property
-    def replay_buffer(self) -> ReplayBuffer | None:
-        """The stage's replay (None before it begins): SB3's checkpoint callback saves it when asked."""
-        return self._stage.replay_buffer if self._stage is not None else None
-
-    def save_replay_buffer(self, path: str | os.PathLike[str]) -> None:
-        """Write the stage's replay to ``path`` as plain arrays (:mod:`~sb3ext.algos.aggrevated.replay`); nothing
-        before the stage begins."""
-        if self._stage is not None and self._stage.replay_buffer is not None:
-            save_replay(self._stage.replay_buffer, path)
-
-    def load_replay_buffer(self, path: str | os.PathLike[str], truncate_last_traj: bool = True) -> None:
-        """Read a replay written by :meth:`save_replay_buffer` into the stage's, without unpickling."""
-        if self._stage is None:
-            raise ValueError(f"{path}: a replay buffer goes into the stage beyond the expert; this model has not begun it")
-        full_replay(self._stage)
-        assert self._stage.replay_buffer is not None
-        load_replay(self._stage.replay_buffer, path, truncate_last_traj)
 
 
 #: AggreVaTeD's own numeric parameters: (an integer?, lowest, highest, what is allowed)

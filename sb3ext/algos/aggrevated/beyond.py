@@ -22,6 +22,8 @@ better are on the history page.
 
 from __future__ import annotations
 
+import math
+import os
 import warnings
 from collections import deque
 from collections.abc import Callable
@@ -31,12 +33,15 @@ import numpy as np
 import torch as th
 from gymnasium import spaces
 from stable_baselines3 import SAC
+from stable_baselines3.common.buffers import ReplayBuffer
 from stable_baselines3.common.callbacks import BaseCallback
 from stable_baselines3.common.type_aliases import MaybeCallback
 from stable_baselines3.common.utils import configure_logger, obs_as_tensor, polyak_update
 from torch.nn import functional as F
 
 from sb3ext.algos.aggrevated.normalization import observation_normalizer
+from sb3ext.algos.aggrevated.replay import load_replay, save_replay
+from sb3ext.common.validation import check_ranges
 
 #: the model that owns the stage: an AggreVaTeD (not imported here: it imports this module)
 AggreVaTeD = Any
@@ -424,3 +429,98 @@ def learn_stage(
     stage.steps_before = forward.offset
     stage.learn(total_timesteps, callback=forward, log_interval=log_interval, reset_num_timesteps=False)
     sync_fields(owner, stage)
+
+
+class StageHost:
+    """The stage's side of its owner (a mixin of :class:`~sb3ext.algos.aggrevated.AggreVaTeD`, before PPO): the
+    hand-over in ``learn``, and ``predict``, the saved networks and the replay buffer, which are the stage's once it
+    has begun. The owner calls :meth:`_init_stage`, :meth:`_check_stage` and :meth:`_setup_stage` from its own."""
+
+    _stage: KickstartSAC | None
+
+    def _init_stage(self: AggreVaTeD, beyond_after: int | None) -> None:
+        """The stage's saved fields: its env steps and gradient steps once it has begun, and the returns its pull is
+        weighed against; its networks are saved under ``_stage.``."""
+        self.beyond_after = beyond_after
+        self.stage_timesteps, self.stage_n_updates = 0, 0
+        self.stage_random_return: float | None = None
+        self.stage_prior_return: float | None = None
+
+    def _check_stage(self: AggreVaTeD) -> None:
+        if self.beyond_after is None:
+            return
+        check_ranges(type(self).__name__, self, {"beyond_after": (True, 0, math.inf, "an integer >= 0 or None (off)")})
+        policy = next((n for n, c in self.policy_aliases.items() if c is self.policy_class), None)
+        if not isinstance(self.action_space, spaces.Box) or policy not in ("MlpPolicy", "MultiInputPolicy"):
+            raise ValueError(
+                f"{type(self).__name__}: beyond_after={self.beyond_after!r} needs Box actions and vector observations "
+                f"(MlpPolicy, MultiInputPolicy); this model has {self.action_space} and {policy or self.policy_class}"
+            )
+
+    def _setup_stage(self: AggreVaTeD) -> None:
+        self._stage = build_stage(self) if self.stage_timesteps else None  # a model saved mid-stage has one
+
+    def _excluded_save_params(self: AggreVaTeD) -> list[str]:
+        return [*super()._excluded_save_params(), "_stage"]  # type: ignore[misc]
+
+    def _get_torch_save_params(self: AggreVaTeD) -> tuple[list[str], list[str]]:
+        """The owner's, and the stage's (its networks, optimizers and entropy coefficient) under ``_stage.``."""
+        state_dicts, variables = super()._get_torch_save_params()  # type: ignore[misc]
+        if self._stage is not None:
+            stage_dicts, stage_variables = self._stage._get_torch_save_params()
+            state_dicts += [f"_stage.{name}" for name in stage_dicts]
+            variables += [f"_stage.{name}" for name in stage_variables]
+        return state_dicts, variables
+
+    def learn(
+        self: AggreVaTeD, total_timesteps: int, callback: MaybeCallback = None, log_interval: int = 1,
+        tb_log_name: str = "AggreVaTeD", reset_num_timesteps: bool = True, progress_bar: bool = False,
+    ) -> AggreVaTeD:  # fmt: skip
+        """The owner's (PPO's, logging to TensorBoard under ``AggreVaTeD``); with ``beyond_after``, the imitation up to
+        that many env steps (over all calls), then the stage for the rest."""
+        learn = super().learn  # type: ignore[misc]
+        if self.beyond_after is None and self._stage is None:
+            return learn(total_timesteps, callback, log_interval, tb_log_name, reset_num_timesteps, progress_bar)
+        imitated = self.imitation_iterations * self.n_steps * self.n_envs
+        imitation = 0 if self._stage is not None else min(total_timesteps, max(0, int(self.beyond_after or 0) - imitated))
+        start = 0 if reset_num_timesteps else self.num_timesteps
+        if imitation > 0:
+            learn(imitation, callback, log_interval, tb_log_name, reset_num_timesteps, progress_bar)
+            if self.num_timesteps - start < imitation:
+                return self  # a callback stopped the training
+        elif reset_num_timesteps:
+            self.num_timesteps = 0
+        remaining = total_timesteps - (self.num_timesteps - start)
+        if remaining > 0:
+            if self._stage is None:
+                self._stage = build_stage(self)
+            learn_stage(self, self._stage, remaining, callback, log_interval, tb_log_name, progress_bar)
+        return self
+
+    def predict(
+        self: AggreVaTeD, observation: Any, state: tuple[np.ndarray, ...] | None = None,
+        episode_start: np.ndarray | None = None, deterministic: bool = False,
+    ) -> tuple[np.ndarray, tuple[np.ndarray, ...] | None]:  # fmt: skip
+        """The imitation learner's action, or the stage's once it has begun."""
+        if self._stage is not None:
+            return self._stage.predict(observation, state, episode_start, deterministic)
+        return super().predict(observation, state, episode_start, deterministic)  # type: ignore[misc]
+
+    @property
+    def replay_buffer(self: AggreVaTeD) -> ReplayBuffer | None:
+        """The stage's replay (None before it begins): SB3's checkpoint callback saves it when asked."""
+        return self._stage.replay_buffer if self._stage is not None else None
+
+    def save_replay_buffer(self: AggreVaTeD, path: str | os.PathLike[str]) -> None:
+        """Write the stage's replay to ``path`` as plain arrays (:mod:`~sb3ext.algos.aggrevated.replay`); nothing
+        before the stage begins."""
+        if self._stage is not None and self._stage.replay_buffer is not None:
+            save_replay(self._stage.replay_buffer, path)
+
+    def load_replay_buffer(self: AggreVaTeD, path: str | os.PathLike[str], truncate_last_traj: bool = True) -> None:
+        """Read a replay written by :meth:`save_replay_buffer` into the stage's, without unpickling."""
+        if self._stage is None:
+            raise ValueError(f"{path}: a replay buffer goes into the stage beyond the expert; this model has not begun it")
+        full_replay(self._stage)
+        assert self._stage.replay_buffer is not None
+        load_replay(self._stage.replay_buffer, path, truncate_last_traj)
