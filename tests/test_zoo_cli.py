@@ -199,7 +199,8 @@ def test_the_stage_beyond_the_expert_trains_enjoys_records_and_resumes_with_its_
     wheel_venv: FreshVenv, tmp_path: Path
 ) -> None:
     """``beyond_after`` through the unmodified zoo: the stage begins after 1024 env steps; enjoy and record_video
-    replay the stage's actor from the saved model; ``-i`` goes on in the stage with the replay the zoo saved."""
+    replay the stage's actor from the saved model; ``-i`` goes on in the stage with the replay the zoo saved; a tuning
+    trial evaluates the stage."""
     fresh_venv = wheel_venv
     expert = shared_expert(PENDULUM_EXPERT)
     common = ["--algo", "aggrevated", "--env", "Pendulum-v1", "-f", "logs", "--eval-freq", "-1", "--save-replay-buffer"]
@@ -232,6 +233,14 @@ def test_the_stage_beyond_the_expert_trains_enjoys_records_and_resumes_with_its_
     first, resumed = (list(map(int, line.split())) for line in out.stdout.strip().splitlines())
     assert first == [1024 // 64, 1024, 1024 // 4]
     assert resumed == [1024 // 64, 1024 + 512, (1024 + 512) // 4], "-i goes on in the stage, with its replay"
+    # -optimize: the trial's second evaluation (at 2048) and its pruning check reach the stage's actor
+    tuned = fresh_venv.run(
+        "-m", "rl_zoo3.train", "--algo", "aggrevated", "--env", "Pendulum-v1", "-f", "tuned", "-optimize",
+        "--storage", "study.log", "--study-name", "stage", "--n-trials", "1", "-n", "2048", "--n-evaluations", "2",
+        "--eval-episodes", "1", *hyperparams, "--seed", "3", cwd=tmp_path,
+    )  # fmt: skip
+    assert re.search(r"Number of finished trials:\s+1\n", tuned.stdout), tuned.stdout[-2000:]
+    assert re.search(r"Value:\s+-\d", tuned.stdout), tuned.stdout[-2000:]  # a completed trial: a Pendulum return
 
 
 @pytest.mark.parametrize(
