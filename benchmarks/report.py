@@ -248,6 +248,11 @@ def plot_task(task: Task, refs: dict[str, Any], results: list[dict[str, Any]], p
     if "expert" in refs:
         ax.axhline(refs["expert"], color="tab:green", ls="--", label=f"expert ({return_text(refs['expert'])})")
     ax.axhline(threshold, color="black", ls="-.", lw=1, label=f"threshold ({return_text(threshold)})")
+    if task.zoo_best is not None and "expert" in refs:
+        bar = expert_bar(refs, episodes)[1]
+        ax.axhline(bar, color="tab:green", ls=":", lw=1, label=f"expert + 3 s.e. ({return_text(bar)})")
+        ax.axhline(task.zoo_best[0], color="tab:purple", ls="--", lw=1,
+                   label=f"zoo's best ({task.zoo_best[1]}: {return_text(task.zoo_best[0])})")  # fmt: skip
     ax.axhline(refs["random"], color="tab:red", ls=":", label=f"random ({return_text(refs['random'])})")
     ax.set_xscale("log")
     ax.set_xlabel("environment steps (log scale)")
