@@ -187,9 +187,10 @@ def beyond_table(task: Task, refs: dict[str, Any], results: list[dict[str, Any]]
         f"{return_text(best)} as the zoo published it).",
         "",
         "| method | final return: median (seeds) | share of the gap to the zoo's best closed: median (seeds) "
-        f"| env steps to pass {return_text(bar)}: median (seeds) | training CPU-hours (all seeds) |",
-        "|---|---|---|---|---|",
-        f"| expert | {return_text(refs['expert'])} ± {se:.1f} (s.e.) | 0% | — | — |",
+        f"| env steps to pass {return_text(bar)}: median (seeds) | training CPU-hours (all seeds) "
+        "| CPU-s per 1k env steps (median) |",
+        "|---|---|---|---|---|---|",
+        f"| expert | {return_text(refs['expert'])} ± {se:.1f} (s.e.) | 0% | — | — | — |",
     ]
     for method in task.methods:
         runs = sorted((summarise(r, bar) for r in results if r["method"] == method and r.get("steps")),
@@ -197,9 +198,11 @@ def beyond_table(task: Task, refs: dict[str, Any], results: list[dict[str, Any]]
         if runs:
             share, steps = beyond_cells(runs, refs["expert"], best)
             finals = ", ".join(return_text(r.final) for r in runs)
+            rates = [r.train_cpu_s / r.budget * 1000 for r in runs if r.train_cpu_s is not None]
+            rate = f"{np.median(rates):.1f}" if rates else "—"
             lines.append(f"| {LABELS.get(method, method)} | {return_text(float(np.median([r.final for r in runs])))} "
-                         f"({finals}) | {share} | {steps} | {cpu_hours_cell(runs)} |")  # fmt: skip
-    return [*lines, f"| zoo's best ({agent}) | {return_text(best)} | 100% | — | — |", ""]
+                         f"({finals}) | {share} | {steps} | {cpu_hours_cell(runs)} | {rate} |")  # fmt: skip
+    return [*lines, f"| zoo's best ({agent}) | {return_text(best)} | 100% | — | — | — |", ""]
 
 
 def beyond_summary(suite: Suite, refs: dict[str, dict[str, Any]], results: dict[str, list[dict[str, Any]]]) -> list[str]:

@@ -421,14 +421,16 @@ def test_the_beyond_columns_by_hand() -> None:
 
     task = Task("t", "t", {"a": None, "b": None}, expert="e", zoo_best=(200.0, "TQC at 1M"))  # type: ignore[dict-item]
     refs = {"expert": 100.0, "expert_std": 50.0, "random": 0.0}  # 100 episodes: s.e. 5, bar 115
-    results = [result("a", 0, [110, 120, 150]), result("a", 1, [100, 114, 140]), result("b", 0, [90, 100, 80])]
+    results = [result("a", 0, [110, 120, 150]), result("a", 1, [100, 114, 140]),
+               {**result("b", 0, [90, 100, 80]), "train_cpu_s": 36.0}]  # fmt: skip
     lines = beyond_table(task, refs, results, 100)
     assert "plus 3 standard errors (5.0 each over 100 episodes) is 115" in lines[0]
     rows = {line.split(" | ")[0].strip("| "): line for line in lines if line.startswith("| ") and "---" not in line}
-    assert rows["expert"] == "| expert | 100 ± 5.0 (s.e.) | 0% | — | — |"
+    assert rows["expert"] == "| expert | 100 ± 5.0 (s.e.) | 0% | — | — | — |"
     assert rows["a"].startswith("| a | 145 (150, 140) | 45% (50%, 40%) | **250** (200, 300) |"), rows["a"]
-    assert rows["b"].startswith("| b | 80.0 (80.0) | -20% (-20%) | not in 400 (—) |"), rows["b"]
-    assert rows["zoo's best (TQC at 1M)"] == "| zoo's best (TQC at 1M) | 200 | 100% | — | — |"
+    assert rows["b"] == "| b | 80.0 (80.0) | -20% (-20%) | not in 400 (—) | 0.01 | 90.0 |", rows["b"]
+    assert rows["zoo's best (TQC at 1M)"] == "| zoo's best (TQC at 1M) | 200 | 100% | — | — | — |"
+    assert rows["a"].endswith("| ≤ 0.02 | — |")  # trained before CPU time was recorded: its wall-clock bounds it
     suite = get_suite("beyond")
     [name, *_] = suite.tasks
     [row] = beyond_summary(suite, {name: refs}, {name: [{**r, "method": "stage"} for r in results[:2]]})[2:]
