@@ -32,6 +32,15 @@ LABELS = {
 }
 
 
+def label(method: str, tasks: Any) -> str:
+    """A method's column and legend name: its label, or, where its zoo entry comes from a file under benchmarks/
+    (``entry``), its name and that entry (the zoo's own settings are not what it ran)."""
+    spec = next((t.methods[method] for t in tasks if method in t.methods), None)
+    if spec is not None and spec.entry:
+        return f"{method} ({spec.entry})"
+    return LABELS.get(method, method)
+
+
 def threshold_of(task: Task, refs: dict[str, Any]) -> float:
     """90% of the way from a random policy to the expert on the same episodes; a task's ``goal`` without an expert."""
     if "expert" in refs:
@@ -147,7 +156,7 @@ def task_table(task: Task, refs: dict[str, Any], results: list[dict[str, Any]]) 
         wall = median_or_none([r.wall_to_threshold_s for r in runs])
         finals = ", ".join(f"{r.final:.1f}" for r in runs)
         lines.append(
-            f"| {LABELS.get(method, method)} | {steps_cell(runs)} | {held_cell(runs, by_key, threshold)} "
+            f"| {label(method, [task])} | {steps_cell(runs)} | {held_cell(runs, by_key, threshold)} "
             f"| {np.median([r.final for r in runs]):.1f} ({finals}) | {'—' if wall is None else f'{wall:,.0f} s'} "
             f"| {np.median([r.train_wall_s for r in runs]):,.0f} s | {cpu_hours_cell(runs)} |"
         )
@@ -200,7 +209,7 @@ def beyond_table(task: Task, refs: dict[str, Any], results: list[dict[str, Any]]
             finals = ", ".join(return_text(r.final) for r in runs)
             rates = [r.train_cpu_s / r.budget * 1000 for r in runs if r.train_cpu_s is not None]
             rate = f"{np.median(rates):.1f}" if rates else "—"
-            lines.append(f"| {LABELS.get(method, method)} | {return_text(float(np.median([r.final for r in runs])))} "
+            lines.append(f"| {label(method, [task])} | {return_text(float(np.median([r.final for r in runs])))} "
                          f"({finals}) | {share} | {steps} | {cpu_hours_cell(runs)} | {rate} |")  # fmt: skip
     return [*lines, f"| zoo's best ({agent}) | {return_text(best)} | 100% | — | — | — |", ""]
 
@@ -209,7 +218,7 @@ def beyond_summary(suite: Suite, refs: dict[str, dict[str, Any]], results: dict[
     """One row per task with ``zoo_best`` and results, one column per method: the median share of the gap to the zoo's
     best closed, and the median env steps to pass the expert by 3 standard errors."""
     methods = [m for m in dict.fromkeys(m for t in suite.tasks.values() if t.zoo_best for m in t.methods)]
-    lines = ["| task | expert (+3 s.e.) | zoo's best | " + " | ".join(LABELS.get(m, m) for m in methods) + " |",
+    lines = ["| task | expert (+3 s.e.) | zoo's best | " + " | ".join(label(m, suite.tasks.values()) for m in methods) + " |",
              "|" + "---|" * (3 + len(methods))]  # fmt: skip
     for task in suite.tasks.values():
         task_refs = refs.get(task.name, {})
@@ -242,11 +251,11 @@ def plot_task(task: Task, refs: dict[str, Any], results: list[dict[str, Any]], p
         runs = [r for r in results if r["method"] == method and r.get("steps")]
         for i, run in enumerate(runs):
             ax.plot(run["steps"], run["returns"], color=color, alpha=0.35 if len(runs) > 1 else 1.0, lw=1,
-                    label=None if len(runs) > 1 or i else LABELS.get(method, method))  # fmt: skip
+                    label=None if len(runs) > 1 or i else label(method, [task]))  # fmt: skip
         common = min((len(r["steps"]) for r in runs), default=0)
         if len(runs) > 1 and common:
             ax.plot(runs[0]["steps"][:common], np.median([r["returns"][:common] for r in runs], axis=0), color=color,
-                    lw=2, label=f"{LABELS.get(method, method)} (median of {len(runs)})")  # fmt: skip
+                    lw=2, label=f"{label(method, [task])} (median of {len(runs)})")  # fmt: skip
     threshold = threshold_of(task, refs)
     if "expert" in refs:
         ax.axhline(refs["expert"], color="tab:green", ls="--", label=f"expert ({return_text(refs['expert'])})")
@@ -276,7 +285,7 @@ def summary_table(suite: Suite, refs: dict[str, dict[str, Any]], results: dict[s
     """One row per task with results, one column per method: median env steps to the threshold, the share of later
     checkpoints holding it, and the median final return against the expert's (the suite at a glance)."""
     methods = [m for m in dict.fromkeys(m for t in suite.tasks.values() for m in t.methods)]
-    header = "| task | expert | threshold | " + " | ".join(LABELS.get(m, m) for m in methods) + " |"
+    header = "| task | expert | threshold | " + " | ".join(label(m, suite.tasks.values()) for m in methods) + " |"
     lines = [header, "|" + "---|" * (3 + len(methods))]
     for task in suite.tasks.values():
         if not results.get(task.name):
