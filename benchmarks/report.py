@@ -8,6 +8,7 @@ import csv
 import json
 import math
 import sys
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -32,7 +33,7 @@ LABELS = {
 }
 
 
-def label(method: str, tasks: Any) -> str:
+def label(method: str, tasks: Iterable[Task]) -> str:
     """A method's column and legend name: its label, or, where its zoo entry comes from a file under benchmarks/
     (``entry``), its name and that entry (the zoo's own settings are not what it ran)."""
     spec = next((t.methods[method] for t in tasks if method in t.methods), None)
@@ -164,8 +165,8 @@ def task_table(task: Task, refs: dict[str, Any], results: list[dict[str, Any]]) 
 
 
 def expert_bar(refs: dict[str, Any], episodes: int) -> tuple[float, float]:
-    """The expert's mean and standard error on the page's episodes, and the bar 3 standard errors above the mean:
-    a learner past it is past the expert beyond the noise of the expert's own score."""
+    """The expert's standard error on the page's episodes, and the bar 3 standard errors above its mean: a learner
+    past it is past the expert beyond the noise of the expert's own score."""
     se = refs["expert_std"] / math.sqrt(episodes)
     return se, refs["expert"] + 3 * se
 
