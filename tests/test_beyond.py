@@ -6,6 +6,7 @@ Fast tests shrink the stage's warm-up and clone (module constants) so that it be
 
 from __future__ import annotations
 
+import copy
 import io
 import zipfile
 from pathlib import Path
@@ -101,6 +102,31 @@ def test_the_pull_follows_the_shortfall_of_the_actors_episodes(small_stage: None
     assert stage.lam() == 0.0
     stage.prior = None  # plain SAC
     assert stage.lam() == 0.0
+
+
+def test_the_pull_holds_the_actor_near_the_prior_in_sacs_own_updates(
+    small_stage: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """300 updates from the same saved networks and seeds, with the pull at full weight and off: the pull's
+    gradient (added by the actor optimizer's hook) tells them apart, and it keeps the actor closer to the prior."""
+    model = staged(pendulum())
+    stage = model._stage
+    assert stage is not None and stage.replay_buffer is not None
+    saved, log_ent_coef = copy.deepcopy(stage.get_parameters()), stage.log_ent_coef.detach().clone()
+    obs = stage.replay_buffer.sample(512, env=stage._vec_normalize_env).observations
+    target, _ = stage.prior(obs)  # type: ignore[misc]
+    gaps = {}
+    for weight in (beyond.ANCHOR, 0.0):
+        stage.set_parameters(saved, exact_match=True)
+        with th.no_grad():
+            stage.log_ent_coef.copy_(log_ent_coef)
+        monkeypatch.setattr(stage, "lam", lambda weight=weight: weight)
+        np.random.seed(0)
+        th.manual_seed(0)
+        stage.train(300, batch_size=64)
+        with th.no_grad():
+            gaps[weight] = float(((stage.actor(obs, deterministic=True) - target) ** 2).mean())
+    assert gaps[beyond.ANCHOR] < 0.5 * gaps[0.0], gaps
 
 
 def test_save_load_and_resume_with_the_replay(small_stage: None, tmp_path: Path) -> None:

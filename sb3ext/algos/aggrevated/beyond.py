@@ -12,11 +12,13 @@ SAC with three changes, each from the literature on reincarnating RL:
 - the actor's loss carries a pull toward the prior, ``lam * mean|Q| * |tanh(mu(s)) - a_prior(s)|^2`` (TD3+BC's
   scale, Fujimoto & Gu 2021, so that ``lam`` is a share of the critic's pull), ``lam`` = :data:`ANCHOR` times the
   actor's return shortfall over its last :data:`RECENT_EPISODES` episodes on a normalised score (QDagger's rule,
-  Agarwal et al. 2022): 0 at or above the prior's own return, :data:`ANCHOR` at the random episodes'.
+  Agarwal et al. 2022): 0 at or above the prior's own return, :data:`ANCHOR` at the random episodes'. It joins SAC's
+  own ``train`` through two torch hooks (the critics' output kept, the pull's gradient added before the actor's
+  optimizer steps), so that SAC's update is SB3's and not a copy.
 
 The observation statistics of the imitation are frozen from the hand-over on: the prior and the replay see one scale.
-Measured on LunarLanderContinuous-v3 (``docs/benchmarks/beyond.md``, the suite's other tasks pending) and, through
-the zoo, on BipedalWalkerHardcore-v3, where it swings around the imitation learner's level; the variants measured no
+Measured on LunarLanderContinuous-v3 and BipedalWalker-v3 (``docs/benchmarks/beyond.md``) and, through the zoo, on
+BipedalWalkerHardcore-v3, where it swings around the imitation learner's level; the variants measured no
 better are on the history page.
 """
 
@@ -35,8 +37,8 @@ from gymnasium import spaces
 from stable_baselines3 import SAC
 from stable_baselines3.common.buffers import ReplayBuffer
 from stable_baselines3.common.callbacks import BaseCallback
-from stable_baselines3.common.type_aliases import MaybeCallback
-from stable_baselines3.common.utils import configure_logger, obs_as_tensor, polyak_update
+from stable_baselines3.common.type_aliases import MaybeCallback, ReplayBufferSamples
+from stable_baselines3.common.utils import configure_logger, obs_as_tensor
 from torch.nn import functional as F
 
 from sb3ext.algos.aggrevated.normalization import observation_normalizer
@@ -104,7 +106,8 @@ class KickstartSAC(SAC):
         super().__init__(*args, **kwargs)
 
     def _excluded_save_params(self) -> list[str]:
-        return [*super()._excluded_save_params(), "prior", "_played", "_recent", "_players", "steps_before"]
+        transient = ["prior", "_played", "_recent", "_players", "steps_before", "_lam_now", "_batch", "_q_pi"]
+        return [*super()._excluded_save_params(), *transient]
 
     def lam(self) -> float:
         """The pull's weight now: :data:`ANCHOR` until the actor's episodes can be compared, then by their shortfall."""
@@ -189,117 +192,52 @@ class KickstartSAC(SAC):
             self.actor.optimizer.step()
         self.logger.record("beyond/clone_loss", loss.item())
 
-    # Copied whole from stable_baselines3 2.9.2, sac/sac.py, SAC.train; changes marked "# sb3ext:".
+    def _setup_model(self) -> None:
+        """SAC's; the pull enters SAC's own ``train`` through two torch hooks: the critic's output is kept, and the
+        actor's optimizer adds the pull's gradient before each step."""
+        super()._setup_model()
+        self._lam_now = 0.0  # the pull's weight in the current train call
+        self._batch: ReplayBufferSamples | None = None  # the batch of the current gradient step
+        self._q_pi: tuple[th.Tensor, ...] | None = None  # the critics' last output: the actor's actions' values
+        self.critic.register_forward_hook(self._record_q)
+        self.actor.optimizer.register_step_pre_hook(self._pull)
+
+    def _record_q(self, module: th.nn.Module, args: Any, output: tuple[th.Tensor, ...]) -> None:
+        """The critics' output; the last before the actor's step is their values of the actor's actions."""
+        self._q_pi = output
+
+    def _pull(self, optimizer: th.optim.Optimizer, args: Any, kwargs: Any) -> None:
+        """Before the actor's step, the pull's gradient joins the actor's loss's: ``lam * mean|min Q| * |tanh(mu(s)) -
+        a_prior(s)|^2`` on the step's batch, ``min Q`` the critics' values of the actor's actions in that loss."""
+        if self._lam_now <= 0 or self._batch is None or self.prior is None or self._q_pi is None:
+            return
+        obs = self._batch.observations
+        prior_actions, _ = self.prior(obs)  # type: ignore[arg-type]
+        gap = ((self.actor(obs, deterministic=True) - prior_actions) ** 2).sum(dim=1).mean()
+        scale = th.cat(self._q_pi, dim=1).min(dim=1).values.abs().mean().detach()
+        (self._lam_now * scale * gap).backward()
+
     def train(self, gradient_steps: int, batch_size: int = 64) -> None:
-        if self._n_updates == 0 and self.prior is not None:  # sb3ext: clone first
+        """SAC's (unchanged: the pull joins through :meth:`_pull`), the actor cloned onto the prior before the first
+        update."""
+        if self._n_updates == 0 and self.prior is not None:
             self.clone(batch_size)
-        lam = self.lam()  # sb3ext: the pull's weight for this call
-        # Switch to train mode (this affects batch norm / dropout)
-        self.policy.set_training_mode(True)
-        # Update optimizers learning rate
-        optimizers = [self.actor.optimizer, self.critic.optimizer]
-        if self.ent_coef_optimizer is not None:
-            optimizers += [self.ent_coef_optimizer]
+        self._lam_now = self.lam()
+        buffer = self.replay_buffer
+        assert buffer is not None
+        sample = buffer.sample
 
-        # Update learning rate according to lr schedule
-        self._update_learning_rate(optimizers)
+        def recorded(*args: Any, **kwargs: Any) -> ReplayBufferSamples:
+            self._batch = sample(*args, **kwargs)
+            return self._batch
 
-        ent_coef_losses, ent_coefs = [], []
-        actor_losses, critic_losses = [], []
-
-        for gradient_step in range(gradient_steps):
-            # Sample replay buffer
-            replay_data = self.replay_buffer.sample(batch_size, env=self._vec_normalize_env)  # type: ignore[union-attr]
-            # For n-step replay, discount factor is gamma**n_steps (when no early termination)
-            discounts = replay_data.discounts if replay_data.discounts is not None else self.gamma
-
-            # We need to sample because `log_std` may have changed between two gradient steps
-            if self.use_sde:
-                self.actor.reset_noise()
-
-            # Action by the current actor for the sampled state
-            actions_pi, log_prob = self.actor.action_log_prob(replay_data.observations)
-            log_prob = log_prob.reshape(-1, 1)
-
-            ent_coef_loss = None
-            if self.ent_coef_optimizer is not None and self.log_ent_coef is not None:
-                # Important: detach the variable from the graph
-                # so we don't change it with other losses
-                # see https://github.com/rail-berkeley/softlearning/issues/60
-                ent_coef = th.exp(self.log_ent_coef.detach())
-                assert isinstance(self.target_entropy, float)
-                ent_coef_loss = -(self.log_ent_coef * (log_prob + self.target_entropy).detach()).mean()
-                ent_coef_losses.append(ent_coef_loss.item())
-            else:
-                ent_coef = self.ent_coef_tensor
-
-            ent_coefs.append(ent_coef.item())
-
-            # Optimize entropy coefficient, also called
-            # entropy temperature or alpha in the paper
-            if ent_coef_loss is not None and self.ent_coef_optimizer is not None:
-                self.ent_coef_optimizer.zero_grad()
-                ent_coef_loss.backward()
-                self.ent_coef_optimizer.step()
-
-            with th.no_grad():
-                # Select action according to policy
-                next_actions, next_log_prob = self.actor.action_log_prob(replay_data.next_observations)
-                # Compute the next Q values: min over all critics targets
-                next_q_values = th.cat(self.critic_target(replay_data.next_observations, next_actions), dim=1)
-                next_q_values, _ = th.min(next_q_values, dim=1, keepdim=True)
-                # add entropy term
-                next_q_values = next_q_values - ent_coef * next_log_prob.reshape(-1, 1)
-                # td error + entropy term
-                target_q_values = replay_data.rewards + (1 - replay_data.dones) * discounts * next_q_values
-
-            # Get current Q-values estimates for each critic network
-            # using action from the replay buffer
-            current_q_values = self.critic(replay_data.observations, replay_data.actions)
-
-            # Compute critic loss
-            critic_loss = 0.5 * sum(F.mse_loss(current_q, target_q_values) for current_q in current_q_values)
-            assert isinstance(critic_loss, th.Tensor)  # for type checker
-            critic_losses.append(critic_loss.item())  # type: ignore[union-attr]
-
-            # Optimize the critic
-            self.critic.optimizer.zero_grad()
-            critic_loss.backward()
-            self.critic.optimizer.step()
-
-            # Compute actor loss
-            # Alternative: actor_loss = th.mean(log_prob - qf1_pi)
-            # Min over all critic networks
-            q_values_pi = th.cat(self.critic(replay_data.observations, actions_pi), dim=1)
-            min_qf_pi, _ = th.min(q_values_pi, dim=1, keepdim=True)
-            actor_loss = (ent_coef * log_prob - min_qf_pi).mean()
-            if lam > 0:  # sb3ext: the pull toward the prior, on TD3+BC's scale
-                assert self.prior is not None
-                prior_actions, _ = self.prior(replay_data.observations)  # type: ignore[arg-type]
-                gap = ((self.actor(replay_data.observations, deterministic=True) - prior_actions) ** 2).sum(dim=1)
-                actor_loss = actor_loss + lam * min_qf_pi.abs().mean().detach() * gap.mean()
-            actor_losses.append(actor_loss.item())
-
-            # Optimize the actor
-            self.actor.optimizer.zero_grad()
-            actor_loss.backward()
-            self.actor.optimizer.step()
-
-            # Update target networks
-            if gradient_step % self.target_update_interval == 0:
-                polyak_update(self.critic.parameters(), self.critic_target.parameters(), self.tau)
-                # Copy running stats, see GH issue #996
-                polyak_update(self.batch_norm_stats, self.batch_norm_stats_target, 1.0)
-
-        self._n_updates += gradient_steps
-
-        self.logger.record("train/n_updates", self._n_updates, exclude="tensorboard")
-        self.logger.record("train/ent_coef", np.mean(ent_coefs))
-        self.logger.record("train/actor_loss", np.mean(actor_losses))
-        self.logger.record("train/critic_loss", np.mean(critic_losses))
-        if len(ent_coef_losses) > 0:
-            self.logger.record("train/ent_coef_loss", np.mean(ent_coef_losses))
-        self.logger.record("beyond/lam", lam)  # sb3ext: the pull's weight, and what sets it
+        buffer.sample = recorded  # type: ignore[method-assign]
+        try:
+            super().train(gradient_steps, batch_size)
+        finally:
+            del buffer.sample
+            self._batch, self._q_pi = None, None
+        self.logger.record("beyond/lam", self._lam_now)
         for name, value in (("random_return", self.random_return), ("prior_return", self.prior_return)):
             if value is not None:
                 self.logger.record(f"beyond/{name}", value)
