@@ -24,6 +24,7 @@ import numpy as np
 import yaml
 
 from benchmarks import games
+from benchmarks.checkpoints import PREFIX, checkpoint_walls, resume_point
 from benchmarks.games import is_atari, scored_env
 from benchmarks.suite import IMITATION_METHODS, ROOT, Job, Method, Task, entry_entries
 
@@ -196,39 +197,85 @@ def children_cpu_s() -> float:
 
 
 def zoo_train(job: Job, folder: Path) -> dict[str, Any]:
-    """``python -m rl_zoo3.train`` with SB3's ``CheckpointCallback`` every ``save_every`` env steps (the VecNormalize
-    statistics saved with each); cached in ``train.json``. An unfinished run is started again from scratch."""
+    """``python -m rl_zoo3.train`` with the harness's checkpoints (:mod:`benchmarks.checkpoints`: every ``save_every``
+    env steps, the VecNormalize statistics and the replay buffer saved with each); cached in ``train.json``. An
+    unfinished run goes on from its newest checkpoint that has a replay buffer (an off-policy learner, AggreVaTeD's
+    stage), through the zoo's ``-i``; one without (an on-policy learner, whose schedules would start again) is started
+    again from scratch, as is one made at another budget."""
     done = folder / "train.json"
     if done.exists():
         return json.loads(done.read_text())  # type: ignore[no-any-return]
-    if folder.exists():
-        shutil.rmtree(folder)
-    folder.mkdir(parents=True)
     method, task = job.method, job.task
+    begun = folder / "run.json"
+    resume = resume_point(folder / "checkpoints") if begun.exists() else None
+    if resume is not None and json.loads(begun.read_text()).get("budget") != method.budget:
+        resume = None
+    if resume is None:
+        if folder.exists():
+            shutil.rmtree(folder)
+        folder.mkdir(parents=True)
+        begun.write_text(json.dumps({"budget": method.budget}))
     conf = zoo_conf(method, task, folder)
     n_envs = probe_n_envs(task, method.algo, conf)
+    started, cpu = time.time(), children_cpu_s()
+    offset = {"offset": 0, "cpu_s": 0.0, "wall_s": 0.0} if resume is None else {k: resume[k] for k in ("cpu_s", "wall_s")}
+    more: list[str] = []
+    if resume is not None:
+        offset["offset"] = int(resume["steps"])
+        more = ["-i", str(resume_folder(folder, resume, task.env))]
     callback = (
-        "callback:[{'stable_baselines3.common.callbacks.CheckpointCallback': "
+        "callback:[{'benchmarks.checkpoints.ResumableCheckpoint': "
         f"{{'save_freq': {max(1, method.save_every // n_envs)}, 'save_path': '{folder / 'checkpoints'}', "
-        "'save_vecnormalize': True}}]"
+        f"'offset': {offset['offset']}, 'cpu_s': {offset['cpu_s']!r}, 'wall_s': {offset['wall_s']!r}, "
+        f"'started': {started!r}}}}}]"
     )
     expert = [f"expert:'{task.expert_reference(folder.parents[3])}'"] if method.algo in ("aggrevated", "dagger") else []
     command = [
         sys.executable, "-m", "rl_zoo3.train", "--algo", method.algo, "--env", task.env, "--seed", str(job.seed),
-        "-n", str(method.budget), "--eval-freq", "-1", "-f", str(folder / "logs"), "--num-threads", "1",
-        "--device", "cpu", "--log-interval", "-2", *conf,
+        "-n", str(method.budget - int(offset["offset"])), "--eval-freq", "-1", "-f", str(folder / "logs"),
+        "--num-threads", "1", "--device", "cpu", "--log-interval", "-2", *conf, *more,
         *(["--env-kwargs", *(f"{k}:{v!r}" for k, v in task.env_kwargs)] if task.env_kwargs else []),
         "--hyperparams", *expert, *method.zoo_hyperparams(), callback,
     ]  # fmt: skip
-    started, cpu = time.time(), children_cpu_s()
-    with open(folder / "train.log", "w") as log:
+    path = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))  # the zoo imports the callback
+    env = {**os.environ, **SINGLE_THREAD, "PYTHONPATH": path}
+    if resume is not None and method.algo not in ("aggrevated", "dagger"):
+        env["SB3EXT_TRUST_REMOTE_CODE"] = "1"  # the harness's own replay buffer, a pickle SB3 wrote here
+    with open(folder / "train.log", "a") as log:
         print(" ".join(command), file=log, flush=True)
-        subprocess.run(
-            command, check=True, stdout=log, stderr=subprocess.STDOUT, cwd=folder, env={**os.environ, **SINGLE_THREAD}
-        )
-    result = {"started": started, "wall_s": time.time() - started, "cpu_s": children_cpu_s() - cpu, "n_envs": n_envs}
+        subprocess.run(command, check=True, stdout=log, stderr=subprocess.STDOUT, cwd=folder, env=env)
+    result = {
+        "started": started - float(offset["wall_s"]),
+        "wall_s": float(offset["wall_s"]) + time.time() - started,
+        "cpu_s": float(offset["cpu_s"]) + children_cpu_s() - cpu,
+        "n_envs": n_envs,
+        **({"resumed_at": [int(offset["offset"])]} if resume is not None else {}),
+    }
     done.write_text(json.dumps(result))
     return result
+
+
+def resume_folder(folder: Path, resume: dict[str, Any], env_id: str) -> Path:
+    """The zoo's ``-i`` layout of a checkpoint, in ``<folder>/resume``: the model, ``<env>/vecnormalize.pkl`` and
+    ``replay_buffer.pkl`` beside it (hard links where the file system allows); the checkpoints after it are removed
+    (a later one's files are incomplete)."""
+    steps = int(resume["steps"])
+    for checkpoint in (folder / "checkpoints").glob(f"{PREFIX}_*_steps.*"):
+        if int(checkpoint.stem.rsplit("_", 2)[-2]) > steps:
+            checkpoint.unlink()
+    target = folder / "resume"
+    if target.exists():
+        shutil.rmtree(target)
+    (target / env_id).mkdir(parents=True)
+    pairs = [(resume["model"], target / "model.zip"), (resume["replay"], target / "replay_buffer.pkl")]
+    if resume["vecnormalize"] is not None:
+        pairs.append((resume["vecnormalize"], target / env_id / "vecnormalize.pkl"))
+    for source, link in pairs:
+        try:
+            os.link(source, link)
+        except OSError:
+            shutil.copyfile(source, link)
+    return target / "model.zip"
 
 
 def probe_n_envs(task: Task, algo: str, conf: list[str]) -> int:
@@ -289,13 +336,15 @@ def evaluate_checkpoints(job: Job, folder: Path, started: float) -> dict[str, An
     frame_stack = int(config.get("frame_stack", 0) or 0)
     make_env = learner_env_maker(job.task, config)
     checkpoints = sorted(folder.glob("checkpoints/rl_model_*_steps.zip"), key=lambda p: int(p.stem.split("_")[2]))
+    walls = checkpoint_walls(folder / "checkpoints")
     for checkpoint in checkpoints:
         steps = int(checkpoint.stem.split("_")[2])
         if steps in done:
             continue
         learner = load_saved_learner(checkpoint, job.method.algo, job.task.env, make_env)
         returns = episode_returns(job.task.env, learner, job.suite.episodes, job.suite.eval_seed, make_env, frame_stack)[0]
-        done[steps] = {"steps": steps, "return": float(np.mean(returns)), "wall_s": checkpoint.stat().st_mtime - started}
+        wall = walls.get(steps, checkpoint.stat().st_mtime - started)  # runs before progress.jsonl: the file's time
+        done[steps] = {"steps": steps, "return": float(np.mean(returns)), "wall_s": wall}
         with open(cache, "a") as handle:
             handle.write(json.dumps(done[steps]) + "\n")
         print(f"  {job.key}: {steps:>8,} steps  return {done[steps]['return']:8.1f}", flush=True)

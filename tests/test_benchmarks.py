@@ -454,3 +454,50 @@ def test_the_beyond_cost_configurations_are_the_levers_they_name() -> None:
         assert model.train_freq.frequency == settings.get("train_freq", 1), name
         arch = settings.get("policy_kwargs", {}).get("net_arch")
         assert arch is None or f"{arch[0]}-{arch[1]}" in name, name
+
+
+def test_a_run_cut_off_goes_on_from_its_last_checkpoint_with_its_replay(tmp_path: Path, monkeypatch) -> None:
+    """SAC on Pendulum, its training process killed once a checkpoint is logged (a session's end): the same job goes
+    on from that checkpoint through the zoo's ``-i``, with its replay buffer, to the budget, numbering its checkpoints
+    and counting its CPU and wall-clock over both parts."""
+    import subprocess
+    import time
+
+    from benchmarks import runs
+    from benchmarks.checkpoints import PROGRESS
+
+    tasks = {"Pendulum-v1": {"goal": -200, "methods": {"sac": {"budget": 1500, "save_every": 300}}}}
+    [job] = get_suite("s", write_suites(tmp_path, {"s": {"seeds": [0], "tasks": tasks}})).select()
+    folder = job.folder(tmp_path / "work")
+    progress = folder / "checkpoints" / PROGRESS
+    real_run = subprocess.run
+
+    def cut_off(command, **kwargs):  # type: ignore[no-untyped-def]
+        process = subprocess.Popen(command, **{k: v for k, v in kwargs.items() if k != "check"})
+        while process.poll() is None and not (progress.exists() and progress.read_text().count("\n") >= 2):
+            time.sleep(0.02)
+        process.kill()
+        process.wait()
+        raise subprocess.CalledProcessError(-9, command)
+
+    monkeypatch.setattr(runs.subprocess, "run", cut_off)
+    with pytest.raises(subprocess.CalledProcessError):
+        runs.zoo_train(job, folder)
+    assert not (folder / "train.json").exists()
+    cut = [json.loads(line) for line in progress.read_text().splitlines()]
+    at = cut[-1]["steps"]
+    assert 600 <= at < 1500, "killed after its second checkpoint, before the budget"
+    monkeypatch.setattr(runs.subprocess, "run", real_run)
+    train = runs.zoo_train(job, folder)
+    commands = [line for line in (folder / "train.log").read_text().splitlines() if "rl_zoo3.train" in line]
+    assert len(commands) == 2 and "-i" not in commands[0].split()
+    resumed = commands[1].split()
+    assert resumed[resumed.index("-n") + 1] == str(1500 - at) and resumed[resumed.index("-i") + 1].endswith("model.zip")
+    assert "Loading replay buffer" in (folder / "train.log").read_text()
+    assert train["resumed_at"] == [at] and train["cpu_s"] > cut[-1]["cpu_s"] and train["wall_s"] > cut[-1]["wall_s"]
+    steps = sorted(int(p.stem.split("_")[2]) for p in (folder / "checkpoints").glob("rl_model_*_steps.zip"))
+    assert steps == list(range(300, 1501, 300))
+    assert [p.name for p in (folder / "checkpoints").glob("*replay_buffer*")] == ["rl_model_replay_buffer_1500_steps.pkl"]
+    rows = [json.loads(line) for line in progress.read_text().splitlines()]
+    assert [r["steps"] for r in rows][-len(range(at + 300, 1501, 300)) :] == list(range(at + 300, 1501, 300))
+    assert all(a["wall_s"] < b["wall_s"] and a["cpu_s"] < b["cpu_s"] for a, b in zip(rows, rows[1:]))
