@@ -57,13 +57,13 @@ class ResumableCheckpoint(CheckpointCallback):
         if saving:
             steps = self.offset + self.num_timesteps
             folder = Path(self.save_path)
-            for old in folder.glob(f"{PREFIX}_replay_buffer_*_steps.pkl"):
-                if old.name != replay_name(steps):
-                    old.unlink()
             cpu_s, wall_s = self.cpu_s + time.process_time(), self.wall_s + time.time() - self.started
             row = {"steps": steps, "cpu_s": cpu_s, "wall_s": wall_s}
-            with open(folder / PROGRESS, "a") as handle:
+            with open(folder / PROGRESS, "a") as handle:  # logged once its files are written
                 handle.write(json.dumps(row) + "\n")
+            for old in folder.glob(f"{PREFIX}_replay_buffer_*_steps.pkl"):  # then the older replay goes
+                if old.name != replay_name(steps):
+                    old.unlink()
         return result
 
 
