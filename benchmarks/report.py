@@ -235,7 +235,7 @@ def beyond_summary(suite: Suite, refs: dict[str, dict[str, Any]], results: dict[
             share = np.median([gap_closed(r.final, task_refs["expert"], task.zoo_best[0]) for r in runs])
             median = median_or_none([r.steps_to_threshold for r in runs])
             past = f"not past in {max(r.budget for r in runs):,}" if median is None else f"past at {median:,.0f}"
-            cells.append(f"{share:.0%} closed; {past} ({len(runs)} seeds)")
+            cells.append(f"{share:.0%} closed; {past} ({len(runs)} seed{'' if len(runs) == 1 else 's'})")
         lines.append(f"| {task.name} | {return_text(task_refs['expert'])} ({return_text(bar)}) "
                      f"| {return_text(task.zoo_best[0])} | " + " | ".join(cells) + " |")  # fmt: skip
     return lines
