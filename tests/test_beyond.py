@@ -78,6 +78,18 @@ def test_the_stage_takes_over_after_beyond_after_env_steps(small_stage: None) ->
     assert np.array_equal(model.predict(obs, deterministic=True)[0], stage.predict(obs, deterministic=True)[0])
 
 
+def test_a_model_saved_in_the_stages_warm_up_acts_as_the_imitation_learner(small_stage: None) -> None:
+    env = pendulum()
+    model = staged(env, steps=256 + 200)  # the hand-over, then 200 of the warm-up's 400 env steps: no update yet
+    assert model._stage is not None and model._stage._n_updates == 0
+    obs = env.reset()
+    imitation = model.policy.predict(obs, deterministic=True)[0]  # the imitation learner's own policy
+    assert np.array_equal(model.predict(obs, deterministic=True)[0], imitation)
+    model.learn(400, reset_num_timesteps=False)  # past the warm-up: the clone, then the stage acts
+    assert model._stage._n_updates > 0
+    assert np.array_equal(model.predict(obs, deterministic=True)[0], model._stage.predict(obs, deterministic=True)[0])
+
+
 def test_the_clone_puts_the_actor_on_the_prior(small_stage: None) -> None:
     model = staged(pendulum(), steps=256 + 404)  # the warm-up, then one call to train: the clone and a step
     stage = model._stage

@@ -439,8 +439,9 @@ class StageHost:
         self: AggreVaTeD, observation: Any, state: tuple[np.ndarray, ...] | None = None,
         episode_start: np.ndarray | None = None, deterministic: bool = False,
     ) -> tuple[np.ndarray, tuple[np.ndarray, ...] | None]:  # fmt: skip
-        """The imitation learner's action, or the stage's once it has begun."""
-        if self._stage is not None:
+        """The imitation learner's action, or the stage's once it has updated its actor (before, in the stage's
+        warm-up, its actor is untrained: the imitation learner still acts)."""
+        if self._stage is not None and self._stage._n_updates > 0:
             return self._stage.predict(observation, state, episode_start, deterministic)
         return super().predict(observation, state, episode_start, deterministic)  # type: ignore[misc]
 
