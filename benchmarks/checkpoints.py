@@ -67,18 +67,23 @@ class ResumableCheckpoint(CheckpointCallback):
         return result
 
 
+def progress_rows(folder: Path) -> list[dict[str, Any]]:
+    """The checkpoints logged in ``folder``'s :data:`PROGRESS`, oldest first (a line cut off mid-write is skipped)."""
+    progress = folder / PROGRESS
+    rows = []
+    for line in progress.read_text().splitlines() if progress.exists() else []:
+        try:
+            rows.append(json.loads(line))
+        except json.JSONDecodeError:
+            continue
+    return rows
+
+
 def resume_point(folder: Path) -> dict[str, Any] | None:
     """The newest checkpoint in ``folder`` that a run can go on from (logged in :data:`PROGRESS`, its model and replay
     buffer on disk), as its progress row with the paths ``model``, ``replay`` and ``vecnormalize`` (None if the run
     had no statistics); None if there is none."""
-    progress = folder / PROGRESS
-    if not progress.exists():
-        return None
-    for line in reversed(progress.read_text().splitlines()):
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError:  # a line cut off mid-write
-            continue
+    for row in reversed(progress_rows(folder)):
         steps = int(row["steps"])
         model, replay = folder / f"{PREFIX}_{steps}_steps.zip", folder / replay_name(steps)
         if model.exists() and replay.exists():
@@ -89,13 +94,4 @@ def resume_point(folder: Path) -> dict[str, Any] | None:
 
 def checkpoint_walls(folder: Path) -> dict[int, float]:
     """Each logged checkpoint's wall-clock seconds since its run began (over every part of a resumed run)."""
-    progress = folder / PROGRESS
-    walls: dict[int, float] = {}
-    if progress.exists():
-        for line in progress.read_text().splitlines():
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError:
-                continue
-            walls[int(row["steps"])] = float(row["wall_s"])
-    return walls
+    return {int(row["steps"]): float(row["wall_s"]) for row in progress_rows(folder)}
