@@ -8,7 +8,7 @@ import csv
 import json
 import math
 import sys
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -348,42 +348,70 @@ def experts_table(suite: Suite, refs: dict[str, dict[str, Any]], work: Path) -> 
     return lines + ([""] + why if why else [])
 
 
-def normalised_scores(suite: Suite, refs: dict[str, dict[str, Any]], results: dict[str, list[dict[str, Any]]],
-                      out: Path) -> list[str]:  # fmt: skip
-    """The PPO paper's score (Table 1) beside the suite's ``paper_scores``: per task, a run's final return shifted and
-    scaled so that the random policy scores 0 and the best method (its mean final over its seeds) 1; per method, the
-    mean over its runs, and the spread of the tasks' means. Written to ``<suite>_normalised.csv`` as well."""
+def paper_scores(
+    suite: Suite, refs: dict[str, dict[str, Any]], results: dict[str, list[dict[str, Any]]],
+    measure: Callable[[dict[str, Any]], float | None],
+) -> tuple[dict[str, list[float]], dict[str, dict[str, float]]]:  # fmt: skip
+    """Per method, each run's ``measure`` shifted and scaled per task so that the random policy scores 0 and the best
+    method (its mean over its seeds) 1; per task, each method's mean. Only tasks where every method of the suite's
+    ``paper_scores`` has a measured run count."""
     finals: dict[str, dict[str, list[float]]] = {}
     for task in suite.tasks.values():
         for result in results.get(task.name, []):
-            finals.setdefault(task.name, {}).setdefault(result["method"], []).append(summarise(result, 0.0).final)
+            value = measure(result)
+            if value is not None:
+                finals.setdefault(task.name, {}).setdefault(result["method"], []).append(value)
     methods = [m for m, _ in suite.paper_scores]
+    runs: dict[str, list[float]] = {m: [] for m in methods}
     per_task: dict[str, dict[str, float]] = {}
     for task_name, by_method in finals.items():
+        if not all(m in by_method for m in methods):
+            continue
         best, random = max(np.mean(v) for v in by_method.values()), refs[task_name]["random"]
-        per_task[task_name] = {m: float(np.mean([(f - random) / (best - random) for f in v])) for m, v in by_method.items()}
-    complete = [t for t, scores in per_task.items() if all(m in scores for m in methods)]
-    if not complete:
+        scaled = {m: [(f - random) / (best - random) for f in v] for m, v in by_method.items()}
+        per_task[task_name] = {m: float(np.mean(v)) for m, v in scaled.items()}
+        for method in methods:
+            runs[method] += scaled[method]
+    return runs, per_task
+
+
+def normalised_scores(suite: Suite, refs: dict[str, dict[str, Any]], results: dict[str, list[dict[str, Any]]],
+                      out: Path) -> list[str]:  # fmt: skip
+    """The PPO paper's score (Table 1) beside the suite's ``paper_scores`` (:func:`paper_scores`), on each run's final
+    checkpoint's evaluation, and on the paper's own measure where runs have it: their last 100 training episodes
+    (stochastic actions). Written to ``<suite>_normalised.csv`` as well."""
+    methods, paper = [m for m, _ in suite.paper_scores], dict(suite.paper_scores)
+    runs, per_task = paper_scores(suite, refs, results, lambda result: summarise(result, 0.0).final)
+    trained, trained_tasks = paper_scores(suite, refs, results, lambda result: result.get("training_episodes", {}).get("mean"))
+    if not per_task:
         return [f"No task has a run of every method yet ({', '.join(methods)})."]
-    paper = dict(suite.paper_scores)
-    lines = ["| method | score here (mean over runs) | the paper's | " + " | ".join(complete) + " |",
-             "|---" * (3 + len(complete)) + "|"]  # fmt: skip
+    complete = list(per_task)
+    lines = ["| method | score here (mean over runs) | the paper's | " + " | ".join(complete)
+             + " | on the last 100 training episodes (runs) |", "|---" * (4 + len(complete)) + "|"]  # fmt: skip
     rows = []
     for method in methods:
-        runs = [(f - refs[t]["random"]) / (max(np.mean(v) for v in finals[t].values()) - refs[t]["random"])
-                for t in complete for f in finals[t][method]]  # fmt: skip
-        mean = float(np.mean(runs)) if runs else float("nan")
-        rows.append({"method": method, "score": mean, "paper": paper[method], "runs": len(runs),
-                     **{t: per_task[t][method] for t in complete}})  # fmt: skip
+        mean = float(np.mean(runs[method]))
+        on_training = float(np.mean(trained[method])) if trained[method] else None
+        rows.append({"method": method, "score": mean, "paper": paper[method], "runs": len(runs[method]),
+                     **{t: per_task[t][method] for t in complete}, "training_score": on_training,
+                     "training_runs": len(trained[method])})  # fmt: skip
         cells = " | ".join(f"{per_task[t][method]:.2f}" for t in complete)
-        lines.append(f"| {method} | {mean:.2f} ({len(runs)} runs) | {paper[method]:.2f} | {cells} |")
+        trained_cell = "—" if on_training is None else f"{on_training:.2f} ({len(trained[method])})"
+        count = len(runs[method])
+        lines.append(f"| {method} | {mean:.2f} ({count} run{'s' if count != 1 else ''}) | {paper[method]:.2f} | {cells} "
+                     f"| {trained_cell} |")  # fmt: skip
     with open(out / f"{suite.name}_normalised.csv", "w", newline="") as handle:
-        writer = csv.DictWriter(handle, fieldnames=["method", "score", "paper", "runs", *complete])
+        writer = csv.DictWriter(handle, fieldnames=["method", "score", "paper", "runs", *complete, "training_score",
+                                                    "training_runs"])  # fmt: skip
         writer.writeheader()
         writer.writerows(rows)
-    skipped = sorted(set(per_task) - set(complete))
+    skipped = sorted({t for t, rs in results.items() if rs and t in suite.tasks} - set(complete))
     note = f" Tasks left out until every method has run there: {', '.join(skipped)}." if skipped else ""
-    return [*lines, "", f"Per task: the mean over that method's seeds.{note}"]
+    trained_note = (f" The last column scores the same way the mean of each run's last 100 training episodes, the "
+                    f"paper's own measure, over the tasks where every method has it ({', '.join(trained_tasks)})."
+                    if trained_tasks else " The last column (the paper's own measure, each run's last 100 training "
+                    "episodes) waits for runs that recorded them.")  # fmt: skip
+    return [*lines, "", f"Per task: the mean over that method's seeds.{note}{trained_note}"]
 
 
 def collect(suite: Suite, work: Path, out: Path) -> tuple[dict[str, dict[str, Any]], dict[str, dict[str, Any]]]:

@@ -8,6 +8,7 @@ returns on the same seeded episodes.
 
 from __future__ import annotations
 
+import csv
 import json
 import os
 import resource
@@ -56,6 +57,9 @@ def run_job(job: Job, work: Path, command: str = "") -> dict[str, Any]:
         curve["train_wall_s"] = train["wall_s"]
         if "cpu_s" in train:  # runs trained before CPU time was recorded have none
             curve["train_cpu_s"] = train["cpu_s"]
+        last = last_training_episodes(folder, TRAINING_EPISODES)
+        if last.size:
+            curve["training_episodes"] = {"mean": float(last.mean()), "episodes": int(last.size)}
     result = {
         "task": job.task.name,
         "method": job.method.name,
@@ -253,6 +257,21 @@ def zoo_train(job: Job, folder: Path) -> dict[str, Any]:
     }
     done.write_text(json.dumps(result))
     return result
+
+
+#: the training episodes the PPO paper scores a run on (its last 100, stochastic actions)
+TRAINING_EPISODES = 100
+
+
+def last_training_episodes(folder: Path, count: int) -> np.ndarray:
+    """The returns of the run's last ``count`` training episodes, from the Monitor files the zoo writes in its log
+    folders (a resumed run's parts together, in the order they ended)."""
+    ended: list[tuple[float, float]] = []
+    for path in folder.glob("logs/*/*/*.monitor.csv"):
+        with open(path) as handle:
+            start = float(json.loads(handle.readline().lstrip("#"))["t_start"])
+            ended += [(start + float(row["t"]), float(row["r"])) for row in csv.DictReader(handle)]
+    return np.array([r for _, r in sorted(ended)[-count:]])
 
 
 def resume_folder(folder: Path, resume: dict[str, Any], env_id: str) -> Path:

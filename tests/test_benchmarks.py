@@ -392,26 +392,46 @@ def test_references_record_where_they_were_measured_and_a_measurement_elsewhere_
 
 def test_the_papers_score_is_random_zero_best_one_per_task_averaged_over_runs(tmp_path: Path) -> None:
     """The ppo_paper page's score: per task, (final - random) / (best method's mean final - random); per method, the
-    mean over its runs on the tasks where every method has run."""
+    mean over its runs on the tasks where every method has run. The same on the runs' last training episodes."""
     from benchmarks.report import normalised_scores
 
     suite = load_suites()["ppo_paper"]
     finals = {"clip_0.2": [90.0, 110.0], "no_clipping": [-20.0, 0.0], "adaptive_kl_0.01": [60.0, 80.0], "fixed_kl_1": [40.0]}
 
     def run(task: str, method: str, seed: int, final: float) -> dict:
-        return {"task": task, "method": method, "seed": seed, "budget": 10, "steps": [10], "returns": [final], "wall_s": [1.0]}
+        trained = final - 100.0 if method == "no_clipping" else final  # its training episodes far below its mean action
+        return {"task": task, "method": method, "seed": seed, "budget": 10, "steps": [10], "returns": [final],
+                "wall_s": [1.0], "training_episodes": {"mean": trained, "episodes": 100}}  # fmt: skip
 
     results = {"Hopper-v5": [run("Hopper-v5", m, s, f) for m, fs in finals.items() for s, f in enumerate(fs)],
                "Walker2d-v5": [run("Walker2d-v5", "clip_0.2", 0, 5.0)]}  # fmt: skip
     refs = {"Hopper-v5": {"random": 0.0}, "Walker2d-v5": {"random": 0.0}}
     lines = normalised_scores(suite, refs, results, tmp_path)
     rows = {line.split(" | ")[0].strip("| "): line for line in lines if line.startswith("| ") and "(" in line}
-    assert "| clip_0.2 | 1.00 (2 runs) | 0.82 | 1.00 |" == rows["clip_0.2"]  # the best method: 1
-    assert rows["no_clipping"].startswith("| no_clipping | -0.10 (2 runs) | -0.39 |")
+    assert "| clip_0.2 | 1.00 (2 runs) | 0.82 | 1.00 | 1.00 (2) |" == rows["clip_0.2"]  # the best method: 1
+    assert "| no_clipping | -0.10 (2 runs) | -0.39 | -0.10 | -1.10 (2) |" == rows["no_clipping"]
     assert rows["adaptive_kl_0.01"].startswith("| adaptive_kl_0.01 | 0.70 (2 runs)")
-    assert rows["fixed_kl_1"].startswith("| fixed_kl_1 | 0.40 (1 runs)")
+    assert rows["fixed_kl_1"].startswith("| fixed_kl_1 | 0.40 (1 run) |")
     assert "Walker2d-v5" in lines[-1]  # left out until every method has run there
-    assert (tmp_path / "ppo_paper_normalised.csv").read_text().startswith("method,score,paper,runs,Hopper-v5")
+    csv_text = (tmp_path / "ppo_paper_normalised.csv").read_text()
+    assert csv_text.startswith("method,score,paper,runs,Hopper-v5,training_score,training_runs")
+    fixed = next(r for r in results["Hopper-v5"] if r["method"] == "fixed_kl_1")
+    del fixed["training_episodes"]  # its one run is from before they were recorded: the task waits for it
+    assert normalised_scores(suite, refs, results, tmp_path)[2].endswith(" | — |")
+
+
+def test_the_last_training_episodes_are_read_across_a_resumed_runs_monitor_files(tmp_path: Path) -> None:
+    """The paper's measure reads the zoo's Monitor files of every part of a run, in the order the episodes ended."""
+    from benchmarks.runs import last_training_episodes
+
+    for part, (start, rows) in enumerate([(1000.0, [(5.0, 1.0), (9.0, 2.0)]), (2000.0, [(1.0, 3.0), (4.0, 4.0)])]):
+        folder = tmp_path / "logs" / "ppo" / f"Hopper-v5_{part + 1}"
+        folder.mkdir(parents=True)
+        lines = [f'#{{"t_start": {start}, "env_id": "Hopper-v5"}}', "r,l,t"]
+        lines += [f"{r},10,{t}" for t, r in rows]
+        (folder / "0.monitor.csv").write_text("\n".join(lines) + "\n")
+    assert last_training_episodes(tmp_path, 3).tolist() == [2.0, 3.0, 4.0]
+    assert last_training_episodes(tmp_path / "none", 3).size == 0
 
 
 def test_the_beyond_columns_by_hand() -> None:
