@@ -127,7 +127,8 @@ def test_the_pull_holds_the_actor_near_the_prior_in_sacs_own_updates(
     saved, log_ent_coef = copy.deepcopy(stage.get_parameters()), stage.log_ent_coef.detach().clone()
     obs = stage.replay_buffer.sample(512, env=stage._vec_normalize_env).observations
     target, _ = stage.prior(obs)  # type: ignore[misc]
-    gaps = {}
+    gaps: dict[float, float] = {}
+    logged: dict[float, float | None] = {}
     for weight in (beyond.ANCHOR, 0.0):
         stage.set_parameters(saved, exact_match=True)
         with th.no_grad():
@@ -135,10 +136,14 @@ def test_the_pull_holds_the_actor_near_the_prior_in_sacs_own_updates(
         monkeypatch.setattr(stage, "lam", lambda weight=weight: weight)
         np.random.seed(0)
         th.manual_seed(0)
+        stage.logger.name_to_value.clear()
         stage.train(300, batch_size=64)
         with th.no_grad():
             gaps[weight] = float(((stage.actor(obs, deterministic=True) - target) ** 2).mean())
+        logged[weight] = stage.logger.name_to_value.get("beyond/prior_gap")
     assert gaps[beyond.ANCHOR] < 0.5 * gaps[0.0], gaps
+    # the pull's gap is logged while the pull is on (a squared distance summed over the one action dimension)
+    assert logged[0.0] is None and logged[beyond.ANCHOR] is not None and 0.0 < logged[beyond.ANCHOR] < 4.0, logged
 
 
 def test_save_load_and_resume_with_the_replay(small_stage: None, tmp_path: Path) -> None:

@@ -106,7 +106,7 @@ class KickstartSAC(SAC):
         super().__init__(*args, **kwargs)
 
     def _excluded_save_params(self) -> list[str]:
-        transient = ["prior", "_played", "_recent", "_players", "steps_before", "_lam_now", "_batch", "_q_pi"]
+        transient = ["prior", "_played", "_recent", "_players", "steps_before", "_lam_now", "_batch", "_q_pi", "_gaps"]
         return [*super()._excluded_save_params(), *transient]
 
     def lam(self) -> float:
@@ -199,6 +199,7 @@ class KickstartSAC(SAC):
         self._lam_now = 0.0  # the pull's weight in the current train call
         self._batch: ReplayBufferSamples | None = None  # the batch of the current gradient step
         self._q_pi: tuple[th.Tensor, ...] | None = None  # the critics' last output: the actor's actions' values
+        self._gaps: list[float] = []  # the pull's gap to the prior at each of the current train call's steps
         self.critic.register_forward_hook(self._record_q)
         self.actor.optimizer.register_step_pre_hook(self._pull)
 
@@ -216,6 +217,7 @@ class KickstartSAC(SAC):
         gap = ((self.actor(obs, deterministic=True) - prior_actions) ** 2).sum(dim=1).mean()
         scale = th.cat(self._q_pi, dim=1).min(dim=1).values.abs().mean().detach()
         (self._lam_now * scale * gap).backward()
+        self._gaps.append(gap.item())
 
     def train(self, gradient_steps: int, batch_size: int = 64) -> None:
         """SAC's (unchanged: the pull joins through :meth:`_pull`), the actor cloned onto the prior before the first
@@ -238,6 +240,9 @@ class KickstartSAC(SAC):
             del buffer.sample
             self._batch, self._q_pi = None, None
         self.logger.record("beyond/lam", self._lam_now)
+        if self._gaps:
+            self.logger.record("beyond/prior_gap", float(np.mean(self._gaps)))
+            self._gaps = []
         for name, value in (("random_return", self.random_return), ("prior_return", self.prior_return)):
             if value is not None:
                 self.logger.record(f"beyond/{name}", value)
