@@ -8,7 +8,6 @@ returns on the same seeded episodes.
 
 from __future__ import annotations
 
-import csv
 import json
 import os
 import resource
@@ -265,13 +264,12 @@ TRAINING_EPISODES = 100
 
 def last_training_episodes(folder: Path, count: int) -> np.ndarray:
     """The returns of the run's last ``count`` training episodes, from the Monitor files the zoo writes in its log
-    folders (a resumed run's parts together, in the order they ended)."""
-    ended: list[tuple[float, float]] = []
-    for path in folder.glob("logs/*/*/*.monitor.csv"):
-        with open(path) as handle:
-            start = float(json.loads(handle.readline().lstrip("#"))["t_start"])
-            ended += [(start + float(row["t"]), float(row["r"])) for row in csv.DictReader(handle)]
-    return np.array([r for _, r in sorted(ended)[-count:]])
+    folders (SB3's ``load_results``; a resumed run's parts in the zoo's order, ``<env>_1`` first)."""
+    from stable_baselines3.common.monitor import load_results
+
+    parts = sorted({p.parent for p in folder.glob("logs/*/*/*.monitor.csv")}, key=lambda d: int(d.name.rsplit("_", 1)[1]))
+    returns = [load_results(str(part))["r"].to_numpy() for part in parts]
+    return np.concatenate(returns)[-count:] if returns else np.array([])
 
 
 def resume_folder(folder: Path, resume: dict[str, Any], env_id: str) -> Path:

@@ -421,7 +421,7 @@ def test_the_papers_score_is_random_zero_best_one_per_task_averaged_over_runs(tm
 
 
 def test_the_last_training_episodes_are_read_across_a_resumed_runs_monitor_files(tmp_path: Path) -> None:
-    """The paper's measure reads the zoo's Monitor files of every part of a run, in the order the episodes ended."""
+    """The paper's measure reads the zoo's Monitor files of every part of a resumed run, the first part first."""
     from benchmarks.runs import last_training_episodes
 
     for part, (start, rows) in enumerate([(1000.0, [(5.0, 1.0), (9.0, 2.0)]), (2000.0, [(1.0, 3.0), (4.0, 4.0)])]):
