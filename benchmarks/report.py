@@ -30,6 +30,7 @@ LABELS = {
     "ppo": "PPO (zoo)",
     "sac": "SAC (zoo)",
     "stage": "AggreVaTeD, then the stage",
+    "stage_50k": "AggreVaTeD, then the stage from 50k",
 }
 
 
