@@ -246,14 +246,30 @@ def test_callbacks_see_the_model_they_were_given(small_stage: None, tmp_path: Pa
     AggreVaTeD.load(tmp_path / "rl_model_800_steps.zip").load_replay_buffer(tmp_path / "rl_model_replay_buffer_800_steps.pkl")
 
 
+def test_the_reward_floor_reaches_the_critics_replay_and_not_the_logged_returns(small_stage: None, tmp_path: Path) -> None:
+    """Pendulum's rewards lie in [-16.3, 0]: floored at -1, every stored reward is -1 or above, while the episodes'
+    logged returns (the Monitor's, what evaluations see) keep the env's; a saved model's stage keeps its floor."""
+    plain, floored = staged(pendulum()), staged(pendulum(), beyond_reward_floor=-1.0)
+    for model in (plain, floored):
+        assert model.replay_buffer is not None and model.replay_buffer.size() > 200  # rows of 4 envs
+    assert plain.replay_buffer.rewards[: plain.replay_buffer.size()].min() < -5.0  # type: ignore[union-attr]
+    assert floored.replay_buffer.rewards[: floored.replay_buffer.size()].min() >= -1.0  # type: ignore[union-attr]
+    assert min(info["r"] for info in floored.ep_info_buffer) < -200.0  # type: ignore[union-attr]
+    floored.save(tmp_path / "floored.zip")
+    loaded = AggreVaTeD.load(tmp_path / "floored.zip")
+    assert loaded.beyond_reward_floor == -1.0 and loaded._stage is not None and loaded._stage.reward_floor == -1.0
+
+
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [
         ({"beyond_after": -1}, r"beyond_after.*-1.*an integer >= 0 or None"),
         ({"beyond_after": 1.5}, r"beyond_after.*1.5.*an integer >= 0 or None"),
+        ({"beyond_reward_floor": "low"}, r"beyond_reward_floor='low'.*a number or None"),
+        ({"beyond_reward_floor": float("nan")}, r"beyond_reward_floor=nan.*a number or None"),
     ],
 )
-def test_bad_beyond_after_is_refused_naming_it(kwargs: dict, message: str) -> None:
+def test_bad_stage_settings_are_refused_naming_them(kwargs: dict, message: str) -> None:
     with pytest.raises(ValueError, match=message):
         AggreVaTeD("MlpPolicy", "Pendulum-v1", expert=EXPERT, **kwargs)
 

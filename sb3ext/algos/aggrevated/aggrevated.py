@@ -110,6 +110,8 @@ class AggreVaTeD(SafeLoad, StageHost, PPO):
     :param beyond_after: env steps of imitation after which the stage beyond the expert takes over (None: imitation
         only): SAC kickstarted from the learner (:mod:`~sb3ext.algos.aggrevated.beyond`; ``Box`` actions, vector
         observations); ``predict``, ``save`` and the replay buffer are the stage's from then on
+    :param beyond_reward_floor: the stage's critic learns from rewards floored at this (None: the env's own); the
+        evaluations and the logged returns keep the env's (Hardcore: its fall's -100 seen as -10)
     :param target_kl: the trust region of the critic's term: above ``1.5 * target_kl`` the term stops for the
         iteration, the pull toward the expert's action (``expert_bc_coef``) goes on; without a pull the epochs stop
     :param stats_window_size: Window size for the rollout logging
@@ -141,7 +143,8 @@ class AggreVaTeD(SafeLoad, StageHost, PPO):
         n_action_samples: int = 16, aggregation_window: int = 32, aggregation_reservoir: int = 0,
         aggregation_falls: int = 0, rollin_deterministic: float = 0.0, expert_bc_coef: float = 0.0,
         expert_bc_margin: float = 3.0, expert_cap: bool = False, low_signal_fallback: bool = False,
-        bound_coef: float = 1.0, rl_coef: float = 0.0, beyond_after: int | None = None, target_kl: float | None = 0.02,
+        bound_coef: float = 1.0, rl_coef: float = 0.0, beyond_after: int | None = None,
+        beyond_reward_floor: float | None = None, target_kl: float | None = 0.02,
         stats_window_size: int = 100,
         tensorboard_log: str | None = None, policy_kwargs: dict[str, Any] | None = None, verbose: int = 0,
         seed: int | None = None, device: th.device | str = "auto", _init_setup_model: bool = True, **unknown_kwargs: Any,
@@ -168,7 +171,7 @@ class AggreVaTeD(SafeLoad, StageHost, PPO):
         self.expert_cap = expert_cap
         self.low_signal_fallback = low_signal_fallback
         self.bound_coef, self.rl_coef = bound_coef, rl_coef
-        self._init_stage(beyond_after)
+        self._init_stage(beyond_after, beyond_reward_floor)
         # saved with the model: the statistics are started from the expert's only once; the imitation iterations
         # (not reset by learn(reset_num_timesteps=True)) let `-i` / a resumed checkpoint continue the beta schedule
         self.obs_stats_from_expert = False

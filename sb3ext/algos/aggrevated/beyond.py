@@ -9,6 +9,8 @@ SAC with three changes, each from the literature on reincarnating RL:
   not wipe out). Each env's first episode of the stage is played uniformly at random instead: its return is the
   shortfall's zero below;
 - SAC's squashed actor is cloned onto the prior on the warm-up's states before its first update;
+- optionally (``beyond_reward_floor``), the critic learns from rewards floored at a value: a fall's large penalty
+  (Hardcore's -100) softened for the critic alone, as the cheapest published Hardcore recipes do;
 - the actor's loss carries a pull toward the prior, ``lam * mean|Q| * |tanh(mu(s)) - a_prior(s)|^2`` (TD3+BC's
   scale, Fujimoto & Gu 2021, so that ``lam`` is a share of the critic's pull), ``lam`` = :data:`ANCHOR` times the
   actor's return shortfall over its last :data:`RECENT_EPISODES` episodes on a normalised score (QDagger's rule,
@@ -91,13 +93,15 @@ class KickstartSAC(SAC):
     :param prior: the prior (None: plain SAC); not saved
     :param random_return: the random first episodes' mean return (None: not yet measured)
     :param prior_return: the prior's warm-up episodes' mean return (None: not yet measured)
+    :param reward_floor: the replay's rewards floored at this (None: as the env gives them)
     """
 
     def __init__(
         self, *args: Any, prior: Prior | None = None, random_return: float | None = None,
-        prior_return: float | None = None, **kwargs: Any,
+        prior_return: float | None = None, reward_floor: float | None = None, **kwargs: Any,
     ) -> None:  # fmt: skip
         self.prior = prior
+        self.reward_floor = reward_floor
         self.random_return, self.prior_return = random_return, prior_return
         self._played: dict[str, list[float]] = {RANDOM: [], PRIOR: []}
         self._recent: deque[float] = deque(maxlen=RECENT_EPISODES)  # the actor's own episodes
@@ -106,7 +110,7 @@ class KickstartSAC(SAC):
         super().__init__(*args, **kwargs)
 
     def _excluded_save_params(self) -> list[str]:
-        transient = ["prior", "_played", "_recent", "_players", "steps_before", "_lam_now", "_batch", "_q_pi", "_gaps"]
+        transient = ["prior", "reward_floor", "_played", "_recent", "_players", "steps_before", "_lam_now", "_batch", "_q_pi", "_gaps"]
         return [*super()._excluded_save_params(), *transient]
 
     def lam(self) -> float:
@@ -169,6 +173,17 @@ class KickstartSAC(SAC):
             elif player == PRIOR:
                 self.prior_return = float(np.mean(self._played[PRIOR]))
             self._players[idx] = self._player()
+
+    def _store_transition(
+        self, replay_buffer: ReplayBuffer, buffer_action: np.ndarray, new_obs: Any, reward: np.ndarray,
+        dones: np.ndarray, infos: list[dict[str, Any]],
+    ) -> None:  # fmt: skip
+        """SB3's, then the stored rewards floored at ``reward_floor``: SB3 stores VecNormalize's original reward, not
+        the ``reward`` it is passed, so the floor goes on the row it wrote."""
+        super()._store_transition(replay_buffer, buffer_action, new_obs, reward, dones, infos)
+        if self.reward_floor is not None:
+            last = (replay_buffer.pos - 1) % replay_buffer.buffer_size
+            np.maximum(replay_buffer.rewards[last], self.reward_floor, out=replay_buffer.rewards[last])
 
     def dump_logs(self) -> None:
         """SB3's, on the model's env-step count (``steps_before``: the env steps before the stage) rather than the
@@ -276,7 +291,7 @@ def build_stage(owner: AggreVaTeD) -> KickstartSAC:
         ent_coef=ENT_COEF, target_entropy=-float(np.prod(owner.action_space.shape)),
         policy_kwargs={"net_arch": list(NET_ARCH)}, verbose=0, seed=owner.seed,
         device=owner.device, prior=prior_of(owner), random_return=owner.stage_random_return,
-        prior_return=owner.stage_prior_return, _init_setup_model=False,
+        prior_return=owner.stage_prior_return, reward_floor=owner.beyond_reward_floor, _init_setup_model=False,
     )  # fmt: skip
     stage.observation_space, stage.action_space, stage.n_envs = owner.observation_space, owner.action_space, owner.n_envs
     stage.verbose = owner.verbose  # after the constructor: the model has said which device it uses
@@ -381,15 +396,18 @@ class StageHost:
 
     _stage: KickstartSAC | None
 
-    def _init_stage(self: AggreVaTeD, beyond_after: int | None) -> None:
+    def _init_stage(self: AggreVaTeD, beyond_after: int | None, beyond_reward_floor: float | None) -> None:
         """The stage's saved fields: its env steps and gradient steps once it has begun, and the returns its pull is
         weighed against; its networks are saved under ``_stage.``."""
-        self.beyond_after = beyond_after
+        self.beyond_after, self.beyond_reward_floor = beyond_after, beyond_reward_floor
         self.stage_timesteps, self.stage_n_updates = 0, 0
         self.stage_random_return: float | None = None
         self.stage_prior_return: float | None = None
 
     def _check_stage(self: AggreVaTeD) -> None:
+        if self.beyond_reward_floor is not None:
+            floor = {"beyond_reward_floor": (False, -math.inf, math.inf, "a number or None (off)")}
+            check_ranges(type(self).__name__, self, floor)
         if self.beyond_after is None:
             return
         check_ranges(type(self).__name__, self, {"beyond_after": (True, 0, math.inf, "an integer >= 0 or None (off)")})
