@@ -110,7 +110,8 @@ class KickstartSAC(SAC):
         super().__init__(*args, **kwargs)
 
     def _excluded_save_params(self) -> list[str]:
-        transient = ["prior", "reward_floor", "_played", "_recent", "_players", "steps_before", "_lam_now", "_batch", "_q_pi", "_gaps"]
+        transient = ["prior", "reward_floor", "_played", "_recent", "_players", "steps_before"]  # the owner's fields
+        transient += ["_lam_now", "_batch", "_q_pi", "_gaps"]
         return [*super()._excluded_save_params(), *transient]
 
     def lam(self) -> float:
