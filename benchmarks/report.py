@@ -31,6 +31,7 @@ LABELS = {
     "sac": "SAC (zoo)",
     "stage": "AggreVaTeD, then the stage",
     "stage_50k": "AggreVaTeD, then the stage from 50k",
+    "stage_no_floor": "AggreVaTeD, then the stage, the env's own rewards",
 }
 
 
