@@ -2,7 +2,7 @@
 
 The imitation stops at the expert's level; the learner's own returns can take it further. After ``beyond_after`` env
 steps of imitation, :class:`~sb3ext.algos.aggrevated.AggreVaTeD` hands its env over to :class:`KickstartSAC`, SB3's
-SAC with three changes, each from the literature on reincarnating RL:
+SAC with three changes and one option, each from the literature on reincarnating RL:
 
 - the imitation learner (the *prior*) plays SAC's warm-up (and on, until one of its episodes has ended), so the
   first replay is its own (Uchendu et al.'s JSRL, Zhou et al.'s WSRL: a fresh critic first sees the policy it must
