@@ -19,9 +19,8 @@ SAC with three changes and one option, each from the literature on reincarnating
   optimizer steps), so that SAC's update is SB3's and not a copy.
 
 The observation statistics of the imitation are frozen from the hand-over on: the prior and the replay see one scale.
-Measured on LunarLanderContinuous-v3 and BipedalWalker-v3 (``docs/benchmarks/beyond.md``) and, through the zoo, on
-BipedalWalkerHardcore-v3, where it swings around the imitation learner's level; the variants measured no
-better are on the history page.
+Measured on the ``beyond`` page (``docs/benchmarks/beyond.md``): the lander, Hopper, BipedalWalker-v3, Walker2d-v5 and,
+with the floor, BipedalWalkerHardcore-v3; the variants measured no better are on the history page.
 """
 
 from __future__ import annotations
