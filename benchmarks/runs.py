@@ -1,9 +1,11 @@
-"""One job: train through the unmodified zoo CLI (or imitation's venv), then evaluate its checkpoints.
+"""One job: train through the unmodified zoo CLI (or imitation's venv), evaluating its checkpoints as they are
+written.
 
 Every run lands in its own folder (``Job.folder``); each stage leaves a file, so a crash loses at most the stage it
-was in: ``train.json`` (training done), ``eval.json`` (checkpoints evaluated so far, one line each, appended) and
-``result.json`` (the job done). ``references.json`` beside the task's runs holds the expert's and a random policy's
-returns on the same seeded episodes.
+was in: ``train.json`` (training done), ``eval.json`` (checkpoints evaluated so far, one line each, appended: while
+the zoo trains, each checkpoint once it is logged complete; the rest after) and ``result.json`` (the job done).
+``references.json`` beside the task's runs holds the expert's and a random policy's returns on the same seeded
+episodes.
 """
 
 from __future__ import annotations
@@ -51,7 +53,7 @@ def run_job(job: Job, work: Path, command: str = "") -> dict[str, Any]:
     if job.method.imitation:
         curve = imitation_run(job, folder)
     else:
-        train = zoo_train(job, folder)
+        train = zoo_train(job, folder, lambda started: evaluate_checkpoints(job, folder, started, logged_only=True))
         curve = evaluate_checkpoints(job, folder, train["started"])
         curve["train_wall_s"] = train["wall_s"]
         if "cpu_s" in train:  # runs trained before CPU time was recorded have none
@@ -199,9 +201,39 @@ def children_cpu_s() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def zoo_train(job: Job, folder: Path) -> dict[str, Any]:
+#: seconds between two looks at a training run's checkpoints
+POLL_S = 10.0
+
+
+def run_while(command: list[str], every: Callable[[], Any], **popen: Any) -> None:
+    """Runs ``command`` (``subprocess.Popen``'s keywords) to its end, calling ``every`` while it runs (at least
+    :data:`POLL_S` seconds apart). A failure of ``every`` is printed and ends its calls, not the process; the process
+    is killed if this one is interrupted; a non-zero exit raises ``CalledProcessError``, as ``subprocess.run`` does."""
+    calling = True
+    with subprocess.Popen(command, **popen) as process:
+        try:
+            while process.poll() is None:
+                if calling:
+                    try:
+                        every()
+                    except Exception as error:  # the same call after training raises it again
+                        print(f"  while training: {type(error).__name__}: {error} (left for after training)", flush=True)
+                        calling = False
+                try:
+                    process.wait(timeout=POLL_S)
+                except subprocess.TimeoutExpired:
+                    continue
+        except BaseException:
+            process.kill()
+            raise
+    if process.returncode:
+        raise subprocess.CalledProcessError(process.returncode, command)
+
+
+def zoo_train(job: Job, folder: Path, while_training: Callable[[float], Any] | None = None) -> dict[str, Any]:
     """``python -m rl_zoo3.train`` with the harness's checkpoints (:mod:`benchmarks.checkpoints`: every ``save_every``
-    env steps, the VecNormalize statistics and the replay buffer saved with each); cached in ``train.json``. An
+    env steps, the VecNormalize statistics and the replay buffer saved with each); ``while_training`` is called with
+    the run's start (``time.time()``, its earlier parts included) while it trains; cached in ``train.json``. An
     unfinished run goes on from its newest checkpoint that has a replay buffer (an off-policy learner, AggreVaTeD's
     stage), through the zoo's ``-i``; one without (an on-policy learner, whose schedules would start again) is started
     again from scratch, as is one made at another budget."""
@@ -222,6 +254,7 @@ def zoo_train(job: Job, folder: Path) -> dict[str, Any]:
     n_envs = probe_n_envs(task, method.algo, conf)
     started, cpu = time.time(), children_cpu_s()
     offset = {"offset": 0, "cpu_s": 0.0, "wall_s": 0.0} if resume is None else {k: resume[k] for k in ("cpu_s", "wall_s")}
+    origin = started - float(offset["wall_s"])  # the run's start, its earlier parts included
     more: list[str] = []
     if resume is not None:
         offset["offset"] = int(resume["steps"])
@@ -246,9 +279,10 @@ def zoo_train(job: Job, folder: Path) -> dict[str, Any]:
         env["SB3EXT_TRUST_REMOTE_CODE"] = "1"  # the harness's own replay buffer, a pickle SB3 wrote here
     with open(folder / "train.log", "a") as log:
         print(" ".join(command), file=log, flush=True)
-        subprocess.run(command, check=True, stdout=log, stderr=subprocess.STDOUT, cwd=folder, env=env)
+        every = (lambda: while_training(origin)) if while_training is not None else (lambda: None)
+        run_while(command, every, stdout=log, stderr=subprocess.STDOUT, cwd=folder, env=env)
     result = {
-        "started": started - float(offset["wall_s"]),
+        "started": origin,
         "wall_s": float(offset["wall_s"]) + time.time() - started,
         "cpu_s": float(offset["cpu_s"]) + children_cpu_s() - cpu,
         "n_envs": n_envs,
@@ -342,22 +376,23 @@ def load_saved_learner(path: Path, algo: str, env_id: str, make_env: Callable[[s
     return NormalizedLearner(model, norm)
 
 
-def evaluate_checkpoints(job: Job, folder: Path, started: float) -> dict[str, Any]:
+def evaluate_checkpoints(job: Job, folder: Path, started: float, logged_only: bool = False) -> dict[str, Any]:
     """Every checkpoint's mean return on the suite's seeded deterministic episodes, appended to ``eval.json`` as it
-    is measured (a crash keeps the ones done); the wall-clock from the start of training to each checkpoint file."""
+    is measured (a crash keeps the ones done); the wall-clock from the start of training to each checkpoint file.
+    ``logged_only``: only the checkpoints logged complete in ``progress.jsonl`` (while the run trains)."""
     from sb3ext.callbacks import episode_returns
 
     cache = folder / "eval.json"
     done = {row["steps"]: row for row in map(json.loads, cache.read_text().splitlines())} if cache.exists() else {}
-    config = dict(yaml.load(next(folder.glob("logs/*/*/*/config.yml")).read_text(), Loader=yaml.UnsafeLoader))  # our run
-    frame_stack = int(config.get("frame_stack", 0) or 0)
-    make_env = learner_env_maker(job.task, config)
-    checkpoints = sorted(folder.glob("checkpoints/rl_model_*_steps.zip"), key=lambda p: int(p.stem.split("_")[2]))
     walls = checkpoint_walls(folder / "checkpoints")
-    for checkpoint in checkpoints:
-        steps = int(checkpoint.stem.split("_")[2])
-        if steps in done:
-            continue
+    checkpoints = {int(p.stem.split("_")[2]): p for p in folder.glob("checkpoints/rl_model_*_steps.zip")}
+    todo = sorted(s for s in checkpoints if s not in done and (s in walls or not logged_only))
+    if todo:
+        config = dict(yaml.load(next(folder.glob("logs/*/*/*/config.yml")).read_text(), Loader=yaml.UnsafeLoader))
+        frame_stack = int(config.get("frame_stack", 0) or 0)
+        make_env = learner_env_maker(job.task, config)
+    for steps in todo:
+        checkpoint = checkpoints[steps]
         learner = load_saved_learner(checkpoint, job.method.algo, job.task.env, make_env)
         returns = episode_returns(job.task.env, learner, job.suite.episodes, job.suite.eval_seed, make_env, frame_stack)[0]
         wall = walls.get(steps, checkpoint.stat().st_mtime - started)  # runs before progress.jsonl: the file's time

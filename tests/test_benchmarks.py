@@ -321,6 +321,17 @@ def test_a_tiny_suite_runs_through_the_zoo_writes_its_page_and_resumes(tmp_path)
     page = (tmp_path / "out" / "tiny.md").read_text()
     assert page.startswith("# Benchmark suite `tiny`\n\nMade by `python -m benchmarks run tiny")
     assert "| AggreVaTeD |" in page and (tmp_path / "out" / "tiny_Pendulum-v1.png").stat().st_size > 1000
+    # while a run trains, only the checkpoints logged complete are evaluated
+    from benchmarks import runs
+
+    [job] = get_suite("tiny", path).select()
+    progress = folder / "checkpoints" / "progress.jsonl"
+    logged, evaluated = progress.read_text(), (folder / "eval.json").read_text()
+    progress.write_text(logged.splitlines()[0] + "\n")  # the second checkpoint is still being written
+    (folder / "eval.json").unlink()
+    assert runs.evaluate_checkpoints(job, folder, 0.0, logged_only=True)["steps"] == [256]
+    progress.write_text(logged)
+    (folder / "eval.json").write_text(evaluated)
     # a crash after training and one evaluation: the same command evaluates only the missing checkpoint
     trained = (folder / "train.json").stat().st_mtime
     (folder / "result.json").unlink()
@@ -478,13 +489,39 @@ def test_the_beyond_cost_configurations_are_the_levers_they_name() -> None:
         assert arch is None or f"{arch[0]}-{arch[1]}" in name, name
 
 
+def test_the_harness_works_while_the_training_process_runs(tmp_path: Path, monkeypatch, capsys) -> None:
+    """``run_while`` calls its ``every`` while the process runs (the process here waits for that call), reports a
+    failing call and stops calling without stopping the process, and raises on a failed process."""
+    import subprocess
+    import sys
+
+    from benchmarks import runs
+
+    monkeypatch.setattr(runs, "POLL_S", 0.01)
+    go = tmp_path / "go"
+    waits = f"import pathlib, sys, time\nt = time.time()\nwhile not pathlib.Path({str(go)!r}).exists():\n"
+    waits += "    time.sleep(0.01)\n    if time.time() - t > 60: sys.exit(5)\n"
+    calls: list[bool] = []
+    runs.run_while([sys.executable, "-c", waits], lambda: (calls.append(go.exists()), go.touch()))
+    assert calls[0] is False and go.exists(), "called while the process ran, before it could end"
+    go.unlink()
+    broken: list[int] = []
+
+    def fails() -> None:
+        broken.append(1)
+        go.touch()
+        raise FileNotFoundError("no config.yml yet")
+
+    runs.run_while([sys.executable, "-c", waits], fails)
+    assert broken == [1] and "while training: FileNotFoundError: no config.yml yet" in capsys.readouterr().out
+    with pytest.raises(subprocess.CalledProcessError):
+        runs.run_while([sys.executable, "-c", "raise SystemExit(3)"], lambda: None)
+
+
 def test_a_run_cut_off_goes_on_from_its_last_checkpoint_with_its_replay(tmp_path: Path, monkeypatch) -> None:
-    """SAC on Pendulum, its training process killed once a checkpoint is logged (a session's end): the same job goes
+    """SAC on Pendulum, its training process killed once two checkpoints are logged (a session's end): the same job goes
     on from that checkpoint through the zoo's ``-i``, with its replay buffer, to the budget, numbering its checkpoints
     and counting its CPU and wall-clock over both parts."""
-    import subprocess
-    import time
-
     from benchmarks import runs
     from benchmarks.checkpoints import PROGRESS
 
@@ -492,24 +529,18 @@ def test_a_run_cut_off_goes_on_from_its_last_checkpoint_with_its_replay(tmp_path
     [job] = get_suite("s", write_suites(tmp_path, {"s": {"seeds": [0], "tasks": tasks}})).select()
     folder = job.folder(tmp_path / "work")
     progress = folder / "checkpoints" / PROGRESS
-    real_run = subprocess.run
 
-    def cut_off(command, **kwargs):  # type: ignore[no-untyped-def]
-        process = subprocess.Popen(command, **{k: v for k, v in kwargs.items() if k != "check"})
-        while process.poll() is None and not (progress.exists() and progress.read_text().count("\n") >= 2):
-            time.sleep(0.02)
-        process.kill()
-        process.wait()
-        raise subprocess.CalledProcessError(-9, command)
+    def cut_off() -> None:  # called while it trains
+        if progress.exists() and progress.read_text().count("\n") >= 2:
+            raise KeyboardInterrupt  # the training process is killed with the harness
 
-    monkeypatch.setattr(runs.subprocess, "run", cut_off)
-    with pytest.raises(subprocess.CalledProcessError):
-        runs.zoo_train(job, folder)
+    monkeypatch.setattr(runs, "POLL_S", 0.02)
+    with pytest.raises(KeyboardInterrupt):
+        runs.zoo_train(job, folder, lambda started: cut_off())
     assert not (folder / "train.json").exists()
     cut = [json.loads(line) for line in progress.read_text().splitlines()]
     at = cut[-1]["steps"]
     assert 600 <= at < 1500, "killed after its second checkpoint, before the budget"
-    monkeypatch.setattr(runs.subprocess, "run", real_run)
     train = runs.zoo_train(job, folder)
     commands = [line for line in (folder / "train.log").read_text().splitlines() if "rl_zoo3.train" in line]
     assert len(commands) == 2 and "-i" not in commands[0].split()
