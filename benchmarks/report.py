@@ -436,7 +436,8 @@ def collect(suite: Suite, work: Path, out: Path) -> tuple[dict[str, dict[str, An
 def provenance(suite: str, task: Task, refs: dict[str, Any], results: list[dict[str, Any]]) -> list[str]:
     """Where the references were measured, the runs that ran elsewhere, and what the references read on the other
     machines they were measured on again (``python -m benchmarks references``): a chaotic simulation (a walker)
-    scores one policy differently on another CPU or with other simulator versions, and the threshold moves with it."""
+    scores one policy differently on another CPU or with other simulator versions, and the threshold moves with it.
+    Then the runs whose episodes were played side by side (``runs.SIDE_BY_SIDE``), for the same reason."""
     check = f"`python -m benchmarks references {suite} --tasks {task.name}` measures them again here"
     if "machine" not in refs:
         lines = ["The references were measured before the harness recorded where."]
@@ -452,6 +453,13 @@ def provenance(suite: str, task: Task, refs: dict[str, Any], results: list[dict[
         expert = f"the expert scores {other['expert']:.1f} ± {other['expert_std']:.1f}, " if "expert" in other else ""
         lines.append(f"Measured again on {other['machine']} ({other['packages']}): {expert}random {other['random']:.1f}; "
                      f"the threshold there would be {threshold_of(task, other):.1f}.")  # fmt: skip
+    together = [r for r in results if max(r.get("side_by_side", [1]), default=1) > 1]
+    if together:
+        most = max(max(r["side_by_side"]) for r in together)
+        lines.append(f"{len(together)} of the {len(results)} runs played their checkpoints' episodes up to {most} at "
+                     "a time (the policy acting on them in one batch, its actions equal to one at a time's but in the "
+                     "last float bits, so that a long episode can part from its course one at a time); the others "
+                     "one after the other.")  # fmt: skip
     return [" ".join(lines), ""]
 
 

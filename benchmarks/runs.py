@@ -376,9 +376,15 @@ def load_saved_learner(path: Path, algo: str, env_id: str, make_env: Callable[[s
     return NormalizedLearner(model, norm)
 
 
+#: a learner's evaluation episodes played at once (``episode_returns``'s ``side_by_side``): about 3 times faster on a
+#: walker than one after the other, where the policy's call is most of an env step's cost
+SIDE_BY_SIDE = 25
+
+
 def evaluate_checkpoints(job: Job, folder: Path, started: float, logged_only: bool = False) -> dict[str, Any]:
-    """Every checkpoint's mean return on the suite's seeded deterministic episodes, appended to ``eval.json`` as it
-    is measured (a crash keeps the ones done); the wall-clock from the start of training to each checkpoint file.
+    """Every checkpoint's mean return on the suite's seeded deterministic episodes, :data:`SIDE_BY_SIDE` at a time,
+    appended to ``eval.json`` as it is measured (a crash keeps the ones done); the wall-clock from the start of
+    training to each checkpoint file; how many episodes each checkpoint played at once (1 before the harness did).
     ``logged_only``: only the checkpoints logged complete in ``progress.jsonl`` (while the run trains)."""
     from sb3ext.callbacks import episode_returns
 
@@ -387,6 +393,7 @@ def evaluate_checkpoints(job: Job, folder: Path, started: float, logged_only: bo
     walls = checkpoint_walls(folder / "checkpoints")
     checkpoints = {int(p.stem.split("_")[2]): p for p in folder.glob("checkpoints/rl_model_*_steps.zip")}
     todo = sorted(s for s in checkpoints if s not in done and (s in walls or not logged_only))
+    together = min(SIDE_BY_SIDE, job.suite.episodes)
     if todo:
         config = dict(yaml.load(next(folder.glob("logs/*/*/*/config.yml")).read_text(), Loader=yaml.UnsafeLoader))
         frame_stack = int(config.get("frame_stack", 0) or 0)
@@ -394,14 +401,17 @@ def evaluate_checkpoints(job: Job, folder: Path, started: float, logged_only: bo
     for steps in todo:
         checkpoint = checkpoints[steps]
         learner = load_saved_learner(checkpoint, job.method.algo, job.task.env, make_env)
-        returns = episode_returns(job.task.env, learner, job.suite.episodes, job.suite.eval_seed, make_env, frame_stack)[0]
+        returns = episode_returns(
+            job.task.env, learner, job.suite.episodes, job.suite.eval_seed, make_env, frame_stack, side_by_side=together
+        )[0]
         wall = walls.get(steps, checkpoint.stat().st_mtime - started)  # runs before progress.jsonl: the file's time
-        done[steps] = {"steps": steps, "return": float(np.mean(returns)), "wall_s": wall}
+        done[steps] = {"steps": steps, "return": float(np.mean(returns)), "wall_s": wall, "side_by_side": together}
         with open(cache, "a") as handle:
             handle.write(json.dumps(done[steps]) + "\n")
         print(f"  {job.key}: {steps:>8,} steps  return {done[steps]['return']:8.1f}", flush=True)
     rows = [done[s] for s in sorted(done)]
-    return {"steps": [r["steps"] for r in rows], "returns": [r["return"] for r in rows], "wall_s": [r["wall_s"] for r in rows]}
+    curve = {key: [r[field] for r in rows] for key, field in (("steps", "steps"), ("returns", "return"), ("wall_s", "wall_s"))}
+    return {**curve, "side_by_side": [r.get("side_by_side", 1) for r in rows]}
 
 
 def learner_env_maker(task: Task, config: dict[str, Any]) -> Callable[[str], gym.Env]:

@@ -321,6 +321,7 @@ def test_a_tiny_suite_runs_through_the_zoo_writes_its_page_and_resumes(tmp_path)
     page = (tmp_path / "out" / "tiny.md").read_text()
     assert page.startswith("# Benchmark suite `tiny`\n\nMade by `python -m benchmarks run tiny")
     assert "| AggreVaTeD |" in page and (tmp_path / "out" / "tiny_Pendulum-v1.png").stat().st_size > 1000
+    assert first["side_by_side"] == [2, 2] and "1 of the 1 runs played their checkpoints' episodes up to 2 at" in page
     # while a run trains, only the checkpoints logged complete are evaluated
     from benchmarks import runs
 

@@ -33,6 +33,35 @@ def test_episode_returns_are_seeded_and_the_expert_beats_random() -> None:
     assert np.median(expert_returns) > np.median(random_a) + 500  # Pendulum: expert ~-150, random ~-1200
 
 
+class _LeanRight:
+    """A CartPole policy that acts on each row alone (exact in any batch), its batch sizes recorded."""
+
+    def __init__(self) -> None:
+        self.batches: list[int] = []
+
+    def predict(self, obs: np.ndarray, deterministic: bool = True) -> tuple[np.ndarray, None]:
+        self.batches.append(len(obs))
+        return (obs[:, 2] > 0).astype(int), None
+
+
+def test_episodes_side_by_side_keep_each_episodes_seed_and_course() -> None:
+    """Seven seeded episodes of unequal lengths, one after the other or up to 3 or 10 at once, give the same returns
+    in the same order from a policy exact in any batch; at once, the policy is called about a third as often."""
+    one = _LeanRight()
+    returns, lengths = episode_returns("CartPole-v1", one, 7, seed=11)
+    assert len(set(lengths.tolist())) > 2 and set(one.batches) == {1}, "episodes of unequal lengths, one at a time"
+    for side_by_side in (3, 10):
+        together = _LeanRight()
+        again, again_lengths = episode_returns("CartPole-v1", together, 7, seed=11, side_by_side=side_by_side)
+        np.testing.assert_array_equal(again, returns)
+        np.testing.assert_array_equal(again_lengths, lengths)
+        assert max(together.batches) == min(side_by_side, 7) and len(together.batches) < len(one.batches) / 2
+    with pytest.raises(ValueError, match="needs a policy"):
+        episode_returns("CartPole-v1", None, 3, side_by_side=2)
+    with pytest.raises(ValueError, match="at least 1, got 0"):
+        episode_returns("CartPole-v1", one, 3, side_by_side=0)
+
+
 def test_callback_logs_the_gap_and_the_crossing(tmp_path: Path) -> None:
     model = PPO("MlpPolicy", make_vec_env("Pendulum-v1", n_envs=1, seed=0), n_steps=64, batch_size=64, seed=0)
     model.set_logger(configure(str(tmp_path), ["csv"]))

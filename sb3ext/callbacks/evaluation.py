@@ -48,6 +48,13 @@ def _batched(obs: Any) -> Any:
     return {k: np.asarray(v)[None] for k, v in obs.items()} if isinstance(obs, dict) else np.asarray(obs)[None]
 
 
+def _stacked(observations: list[Any]) -> Any:
+    """One batch of several envs' observations (a ``Dict`` space's, key by key)."""
+    if isinstance(observations[0], dict):
+        return {k: np.stack([np.asarray(obs[k]) for obs in observations]) for k in observations[0]}
+    return np.stack([np.asarray(obs) for obs in observations])
+
+
 def _single(obs: Any) -> Any:
     return {k: v[0].copy() for k, v in obs.items()} if isinstance(obs, dict) else obs[0].copy()
 
@@ -60,6 +67,7 @@ def episode_returns(
     make_env: Callable[[str], gym.Env] | None = None,
     frame_stack: int = 0,
     observe_state: bool = False,
+    side_by_side: int = 1,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Returns and lengths of ``n_episodes`` seeded episodes (``seed``, ``seed + 1`` ...).
 
@@ -69,29 +77,55 @@ def episode_returns(
     :param frame_stack: stack this many observations, as the zoo's ``frame_stack`` (0: none)
     :param observe_state: the policy acts on the env's ``info["state"]`` (a state expert on a pixel env, see
         :mod:`sb3ext.common.expert_state`) instead of its observation
+    :param side_by_side: run up to this many of the episodes at once, each in an env of its own, the policy acting on
+        their observations in one batch (a small network's cost per call is mostly overhead). Each episode keeps its
+        seed, but a batch's actions can differ from one observation's in the last float bits, so a long episode can
+        part from its course one at a time. 1 (default): one episode after the other.
     """
-    env = make_env(env_id) if make_env is not None else gym.make(env_id)
-    if frame_stack:
-        env = StackedFrames(env, frame_stack)
-    env.action_space.seed(seed)
-    returns, lengths = [], []
-    for episode in range(n_episodes):
-        obs, info = env.reset(seed=seed + episode)
-        total, length, done = 0.0, 0, False
-        while not done:
-            if policy is None:
-                action = env.action_space.sample()
+    if side_by_side < 1:
+        raise ValueError(f"side_by_side must be at least 1, got {side_by_side}")
+    if side_by_side > 1 and policy is None:
+        raise ValueError("side_by_side > 1 needs a policy: a random policy's draws follow the episodes one at a time")
+
+    def build() -> gym.Env:
+        env = make_env(env_id) if make_env is not None else gym.make(env_id)
+        return StackedFrames(env, frame_stack) if frame_stack else env
+
+    envs = [build() for _ in range(max(1, min(side_by_side, n_episodes)))]
+    envs[0].action_space.seed(seed)
+    returns, lengths = np.zeros(n_episodes), np.zeros(n_episodes, dtype=int)
+    upcoming = iter(range(n_episodes))
+    running: dict[int, list[Any]] = {}  # an env's slot: [its episode, its observation, its info]
+
+    def begin(slot: int) -> None:
+        episode = next(upcoming, None)
+        if episode is not None:
+            running[slot] = [episode, *envs[slot].reset(seed=seed + episode)]
+
+    for slot in range(len(envs)):
+        begin(slot)
+    while running:
+        slots = list(running)
+        if policy is None:
+            actions = [envs[0].action_space.sample()]
+        else:
+            seen = [running[slot][2][STATE_KEY] if observe_state else running[slot][1] for slot in slots]
+            actions = policy.predict(_stacked(seen), deterministic=True)[0]
+        for slot, action in zip(slots, actions):
+            episode = running[slot][0]
+            obs, reward, terminated, truncated, info = envs[slot].step(action)
+            returns[episode] += float(reward)
+            lengths[episode] += 1
+            if terminated or truncated:
+                del running[slot]
+                begin(slot)
             else:
-                seen = info[STATE_KEY] if observe_state else obs
-                action = policy.predict(_batched(seen), deterministic=True)[0][0]
-            obs, reward, terminated, truncated, info = env.step(action)
-            total, length, done = total + float(reward), length + 1, terminated or truncated
-        returns.append(total)
-        lengths.append(length)
-    env.close()
+                running[slot][1:] = [obs, info]
+    for env in envs:
+        env.close()
     if isinstance(policy, Expert):  # expert-driven episodes: does it hold the level it recorded where it was trained?
-        check_recorded_level(policy, returns, env_id)
-    return np.asarray(returns), np.asarray(lengths)
+        check_recorded_level(policy, list(returns), env_id)
+    return returns, lengths
 
 
 def threshold_between(random_return: float, expert_return: float, fraction: float = 0.9) -> float:
