@@ -1,6 +1,6 @@
 """The harness's checkpoints: SB3's ``CheckpointCallback`` (the model, its VecNormalize statistics and its replay
 buffer every ``save_freq`` calls), numbered on the whole run's env steps and logged, so that a run cut off (a session's
-end, a crash) goes on from its last checkpoint with its replay buffer instead of starting again.
+end, a crash) goes on from its last checkpoint (with its replay buffer, where it has one) instead of starting again.
 
 Each checkpoint adds a line to ``progress.jsonl`` beside it once its files are written: its env steps, and the
 training process's CPU seconds and wall-clock seconds since the run began, over every part of a resumed run. Only
@@ -79,16 +79,19 @@ def progress_rows(folder: Path) -> list[dict[str, Any]]:
     return rows
 
 
-def resume_point(folder: Path) -> dict[str, Any] | None:
-    """The newest checkpoint in ``folder`` that a run can go on from (logged in :data:`PROGRESS`, its model and replay
-    buffer on disk), as its progress row with the paths ``model``, ``replay`` and ``vecnormalize`` (None if the run
-    had no statistics); None if there is none."""
+def resume_point(folder: Path, replay: bool = True) -> dict[str, Any] | None:
+    """The newest checkpoint in ``folder`` that a run can go on from (logged in :data:`PROGRESS`, its model on disk,
+    and its replay buffer unless ``replay`` is False: an on-policy learner has none), as its progress row with the
+    paths ``model``, ``replay`` and ``vecnormalize`` (None where there is none); None if there is none."""
     for row in reversed(progress_rows(folder)):
         steps = int(row["steps"])
-        model, replay = folder / f"{PREFIX}_{steps}_steps.zip", folder / replay_name(steps)
-        if model.exists() and replay.exists():
+        model, buffer = folder / f"{PREFIX}_{steps}_steps.zip", folder / replay_name(steps)
+        if model.exists() and (buffer.exists() or not replay):
             norm = folder / f"{PREFIX}_vecnormalize_{steps}_steps.pkl"
-            return {**row, "model": model, "replay": replay, "vecnormalize": norm if norm.exists() else None}
+            return {
+                **row, "model": model, "replay": buffer if buffer.exists() else None,
+                "vecnormalize": norm if norm.exists() else None,
+            }  # fmt: skip
     return None
 
 

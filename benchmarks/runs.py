@@ -234,15 +234,17 @@ def zoo_train(job: Job, folder: Path, while_training: Callable[[float], Any] | N
     """``python -m rl_zoo3.train`` with the harness's checkpoints (:mod:`benchmarks.checkpoints`: every ``save_every``
     env steps, the VecNormalize statistics and the replay buffer saved with each); ``while_training`` is called with
     the run's start (``time.time()``, its earlier parts included) while it trains; cached in ``train.json``. An
-    unfinished run goes on from its newest checkpoint that has a replay buffer (an off-policy learner, AggreVaTeD's
-    stage), through the zoo's ``-i``; one without (an on-policy learner, whose schedules would start again) is started
-    again from scratch, as is one made at another budget."""
+    unfinished run goes on from its newest checkpoint through the zoo's ``-i``: one with a replay buffer (an off-policy
+    learner, AggreVaTeD's stage), or any for a learner that needs none (:func:`goes_on_without_replay`); other runs
+    are started again from scratch, as is one made at another budget."""
     done = folder / "train.json"
     if done.exists():
         return json.loads(done.read_text())  # type: ignore[no-any-return]
     method, task = job.method, job.task
     begun = folder / "run.json"
-    resume = resume_point(folder / "checkpoints") if begun.exists() else None
+    resume = None
+    if begun.exists():
+        resume = resume_point(folder / "checkpoints", replay=not goes_on_without_replay(method.algo, folder))
     if resume is not None and json.loads(begun.read_text()).get("budget") != method.budget:
         resume = None
     if resume is None:
@@ -251,7 +253,7 @@ def zoo_train(job: Job, folder: Path, while_training: Callable[[float], Any] | N
         folder.mkdir(parents=True)
         begun.write_text(json.dumps({"budget": method.budget}))
     conf = zoo_conf(method, task, folder)
-    n_envs = probe_n_envs(task, method.algo, conf)
+    n_envs = probe_n_envs(task, method.algo, conf, method.zoo_hyperparams())
     started, cpu = time.time(), children_cpu_s()
     offset = {"offset": 0, "cpu_s": 0.0, "wall_s": 0.0} if resume is None else {k: resume[k] for k in ("cpu_s", "wall_s")}
     origin = started - float(offset["wall_s"])  # the run's start, its earlier parts included
@@ -292,6 +294,28 @@ def zoo_train(job: Job, folder: Path, while_training: Callable[[float], Any] | N
     return result
 
 
+#: the zoo's hyperparameters that can be schedules (``lin_3e-4``), whose progress the zoo's ``-i`` starts again
+SCHEDULED = ("learning_rate", "clip_range", "clip_range_vf", "delta_std", "critic_learning_rate")
+
+
+def goes_on_without_replay(algo: str, folder: Path) -> bool:
+    """Whether a run cut off goes on from a checkpoint without a replay buffer: an on-policy learner of SB3's kind
+    (PPO and its variants, A2C, TRPO; not AggreVaTeD or DAgger, whose memories are not saved) whose schedules are all
+    constant, every :data:`SCHEDULED` key a number in the ``config.yml`` the zoo wrote for each part so far (the zoo's
+    ``-i`` counts a schedule's progress from the start again). A resumed part loses the rollout in progress at
+    the checkpoint and starts new episodes; its optimizer, VecNormalize statistics and saved state (ppo_kl's adapted
+    beta) go on."""
+    from rl_zoo3.utils import ALGOS
+    from stable_baselines3.common.on_policy_algorithm import OnPolicyAlgorithm
+
+    from sb3ext.common.serialization import safe_yaml_load
+
+    if algo in ("aggrevated", "dagger") or not issubclass(ALGOS[algo], OnPolicyAlgorithm):
+        return False
+    parts = [dict(safe_yaml_load(config.read_text(), str(config))) for config in folder.glob("logs/**/config.yml")]
+    return bool(parts) and all(isinstance(part.get(key, 0.0), (int, float)) for part in parts for key in SCHEDULED)
+
+
 #: the training episodes the PPO paper scores a run on (its last 100, stochastic actions)
 TRAINING_EPISODES = 100
 
@@ -308,8 +332,8 @@ def last_training_episodes(folder: Path, count: int) -> np.ndarray:
 
 def resume_folder(folder: Path, resume: dict[str, Any], env_id: str) -> Path:
     """The zoo's ``-i`` layout of a checkpoint, in ``<folder>/resume``: the model, ``<env>/vecnormalize.pkl`` and
-    ``replay_buffer.pkl`` beside it (hard links where the file system allows); the checkpoints after it are removed
-    (a later one's files are incomplete)."""
+    ``replay_buffer.pkl`` beside it where the checkpoint has them (hard links where the file system allows); the
+    checkpoints after it are removed (a later one's files are incomplete)."""
     steps = int(resume["steps"])
     for checkpoint in (folder / "checkpoints").glob(f"{PREFIX}_*_steps.*"):
         if int(checkpoint.stem.rsplit("_", 2)[-2]) > steps:
@@ -318,7 +342,9 @@ def resume_folder(folder: Path, resume: dict[str, Any], env_id: str) -> Path:
     if target.exists():
         shutil.rmtree(target)
     (target / env_id).mkdir(parents=True)
-    pairs = [(resume["model"], target / "model.zip"), (resume["replay"], target / "replay_buffer.pkl")]
+    pairs = [(resume["model"], target / "model.zip")]
+    if resume["replay"] is not None:
+        pairs.append((resume["replay"], target / "replay_buffer.pkl"))
     if resume["vecnormalize"] is not None:
         pairs.append((resume["vecnormalize"], target / env_id / "vecnormalize.pkl"))
     for source, link in pairs:
@@ -329,12 +355,16 @@ def resume_folder(folder: Path, resume: dict[str, Any], env_id: str) -> Path:
     return target / "model.zip"
 
 
-def probe_n_envs(task: Task, algo: str, conf: list[str]) -> int:
-    """The ``n_envs`` of the YAML entry the zoo will use (the checkpoint callback counts vectorised steps): the
-    ``--conf-file`` if one is given, else the file the plug-in points the zoo to (``sb3ext.zoo.default_config``); the
-    env's own entry, else the file's ``atari`` entry for an ALE game, else its ``default`` entry, as the zoo reads
-    them."""
+def probe_n_envs(task: Task, algo: str, conf: list[str], hyperparams: list[str] = ()) -> int:  # type: ignore[assignment]
+    """The ``n_envs`` the zoo will use (the checkpoint callback counts vectorised steps): an ``n_envs:<k>`` among the
+    method's ``--hyperparams``, else its YAML entry's: the ``--conf-file`` if one is given, else the file the plug-in
+    points the zoo to (``sb3ext.zoo.default_config``); the env's own entry, else the file's ``atari`` entry for an ALE
+    game, else its ``default`` entry, as the zoo reads them."""
     from sb3ext.zoo import default_config
+
+    overrides = [item.split(":", 1)[1] for item in hyperparams if item.split(":", 1)[0].strip() == "n_envs"]
+    if overrides:
+        return int(overrides[-1])
 
     path = Path(conf[1]) if conf else default_config(algo, task.env)
     entries = yaml.safe_load(path.read_text()) or {}

@@ -519,6 +519,50 @@ def test_the_harness_works_while_the_training_process_runs(tmp_path: Path, monke
         runs.run_while([sys.executable, "-c", "raise SystemExit(3)"], lambda: None)
 
 
+@pytest.mark.parametrize("learning_rate", ["0.00001", "'lin_0.00001'"])
+def test_an_on_policy_run_cut_off_goes_on_where_its_schedules_are_constant(
+    tmp_path: Path, monkeypatch, learning_rate: str
+) -> None:
+    """ppo_kl on Pendulum, cut off once two checkpoints are logged: with a constant learning rate the same job goes on
+    from its last checkpoint (no replay buffer: an on-policy learner needs none) with the adapted beta it saved; with
+    a schedule (whose progress the zoo's ``-i`` would start again) it starts again from scratch."""
+    from benchmarks import runs
+    from benchmarks.checkpoints import PROGRESS
+    from sb3ext.algos.ppo_kl import KLPPO
+
+    method = {"budget": 2048, "save_every": 512, "hyperparams": ["n_envs:2", "n_steps:128", "n_epochs:2",
+                                                                f"learning_rate:{learning_rate}"]}  # fmt: skip
+    tasks = {"Pendulum-v1": {"goal": -200, "methods": {"ppo_kl": method}}}
+    [job] = get_suite("s", write_suites(tmp_path, {"s": {"seeds": [0], "tasks": tasks}})).select()
+    folder = job.folder(tmp_path / "work")
+    progress = folder / "checkpoints" / PROGRESS
+
+    def cut_off() -> None:  # called while it trains
+        if progress.exists() and progress.read_text().count("\n") >= 2:
+            raise KeyboardInterrupt  # the training process is killed with the harness
+
+    monkeypatch.setattr(runs, "POLL_S", 0.02)
+    with pytest.raises(KeyboardInterrupt):
+        runs.zoo_train(job, folder, lambda started: cut_off())
+    at = json.loads(progress.read_text().splitlines()[-1])["steps"]
+    assert 1024 <= at < 2048, "killed after its second checkpoint, before the budget"
+    constant = "lin_" not in learning_rate
+    assert runs.goes_on_without_replay("ppo_kl", folder) is constant
+    beta = KLPPO.load(folder / "checkpoints" / f"rl_model_{at}_steps.zip").beta
+    assert beta == 0.5 ** (at // 256 - 1), "halved at each update before the cut (rollouts of 2 x 128; KL < d_targ / 1.5)"
+    train = runs.zoo_train(job, folder)
+    commands = [line.split() for line in (folder / "train.log").read_text().splitlines() if "rl_zoo3.train" in line]
+    steps = sorted(int(p.stem.split("_")[2]) for p in (folder / "checkpoints").glob("rl_model_*_steps.zip"))
+    assert steps == list(range(512, 2049, 512))
+    if not constant:
+        assert len(commands) == 1 and "-i" not in commands[0] and "resumed_at" not in train  # from scratch
+        return
+    assert len(commands) == 2 and commands[1][commands[1].index("-n") + 1] == str(2048 - at)
+    assert commands[1][commands[1].index("-i") + 1].endswith("model.zip") and train["resumed_at"] == [at]
+    [final] = folder.glob("logs/ppo_kl/Pendulum-v1_2/Pendulum-v1.zip")  # the resumed part's model
+    assert KLPPO.load(final).beta == beta * 0.5 ** ((2048 - at) // 256), "went on halving from the saved beta"
+
+
 def test_a_run_cut_off_goes_on_from_its_last_checkpoint_with_its_replay(tmp_path: Path, monkeypatch) -> None:
     """SAC on Pendulum, its training process killed once two checkpoints are logged (a session's end): the same job goes
     on from that checkpoint through the zoo's ``-i``, with its replay buffer, to the budget, numbering its checkpoints

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import inspect
+from pathlib import Path
 
 import gymnasium as gym
 import numpy as np
@@ -143,8 +144,24 @@ def test_klppo_adapts_beta_from_the_measured_kl(learning_rate: float, expected: 
     model.learn(32)
     kl = model.logger.name_to_value["train/kl"]
     assert (kl < 0.01 / 1.5) if expected < 1 else (kl > 0.015)
-    assert model.kl_coef == expected
+    assert model.beta == expected and model.current_beta == expected and model.kl_coef == 1.0  # kl_coef: the start
     assert model.logger.name_to_value["train/kl_coef"] == 1.0  # the coefficient used in that update
+
+
+def test_klppo_goes_on_with_its_adapted_beta_after_a_load_with_the_entry_keywords(tmp_path: Path) -> None:
+    """The zoo's ``-i`` loads with the entry's hyperparameters (``kl_coef`` among them): the adapted beta is state and
+    survives it; a model saved before beta was its own attribute goes on from its saved ``kl_coef``."""
+    model = KLPPO("MlpPolicy", "Pendulum-v1", learning_rate=3e-2, kl_coef=1.0, kl_target=0.01, seed=0, **SMALL)
+    model.learn(32)
+    assert model.beta == 2.0  # doubled (the test above)
+    model.save(tmp_path / "model.zip")
+    loaded = KLPPO.load(tmp_path / "model.zip", env=model.get_env(), kl_coef=1.0, kl_target=0.01)
+    assert loaded.beta == model.beta and loaded.current_beta == model.beta and loaded.kl_coef == 1.0
+    loaded.learn(32, reset_num_timesteps=False)
+    assert loaded.logger.name_to_value["train/kl_coef"] == model.beta  # its next update used the adapted beta
+    model.kl_coef, model.beta = model.beta, None  # the older layout: the adapted beta in kl_coef
+    model.save(tmp_path / "old.zip")
+    assert KLPPO.load(tmp_path / "old.zip").current_beta == model.kl_coef
 
 
 @pytest.mark.parametrize("learning_rate", [1e-6, 3e-2])
@@ -153,7 +170,7 @@ def test_klppo_fixed_beta_stays_fixed(learning_rate: float) -> None:
     model = KLPPO("MlpPolicy", "Pendulum-v1", learning_rate=learning_rate, kl_coef=3.0, kl_target=None, seed=0, **SMALL)
     model.learn(64)
     assert model.logger.name_to_value["train/kl"] > 0
-    assert model.kl_coef == 3.0 and model.logger.name_to_value["train/kl_coef"] == 3.0
+    assert model.current_beta == 3.0 and model.logger.name_to_value["train/kl_coef"] == 3.0
 
 
 def test_klppo_clipping_is_optional() -> None:
@@ -470,7 +487,7 @@ def test_klppo_update_with_its_shipped_settings_matches_the_hand_computed_loss(
     # the beta rule on d = E[KL(old || new)] over the rollout with the updated policy
     assert model.logger.name_to_value["train/kl"] == pytest.approx(final_kl, rel=1e-4)
     assert (final_kl < 0.01 / 1.5) if beta_after < 1 else (final_kl > 0.01 * 1.5)
-    assert model.kl_coef == beta_after
+    assert model.beta == beta_after
 
 
 def tanh_ppo_by_hand(rollout: dict, policy, sign: float, epochs: tuple[int, int], lrs: tuple[float, float], clip: float):

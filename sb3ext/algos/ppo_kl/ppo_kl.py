@@ -44,7 +44,9 @@ class KLPPO(SafeLoad, OnPolicyAlgorithm):
 
     After each update, d = E[KL] over the whole rollout is measured with the updated policy and beta is
     halved when d < d_targ / 1.5 and doubled when d > 1.5 d_targ (``kl_target=None``: beta stays fixed, the
-    paper's fixed KL penalty). With ``clip_range`` set, the clipped
+    paper's fixed KL penalty). The adapted beta is state, ``beta``, saved with the model: ``kl_coef`` is only its
+    start, so a model loaded with ``kl_coef`` among its keywords (the zoo's ``-i`` passes the entry's) goes on with
+    the beta it had. With ``clip_range`` set, the clipped
     surrogate of PPO (section 3) is used instead of r_t A_t ("clipping on top"); with ``kl_coef=0`` (it
     then stays 0) and a ``clip_range`` this is exactly stock PPO.
 
@@ -150,6 +152,9 @@ class KLPPO(SafeLoad, OnPolicyAlgorithm):
         self.normalize_advantage = normalize_advantage
         self.target_kl = target_kl
         self.kl_coef = kl_coef
+        #: the adapted beta (None until the first update adapts it: ``kl_coef``); not a constructor argument, so that
+        #: ``load``'s keywords do not reset it
+        self.beta: float | None = None
         self.kl_target = kl_target
         self.kl_tolerance = kl_tolerance
         self.kl_factor = kl_factor
@@ -175,6 +180,11 @@ class KLPPO(SafeLoad, OnPolicyAlgorithm):
         restructure name it ``sb3ext.common.buffers.DistributionRolloutBuffer``, which no longer exists)."""
         custom_objects = {"rollout_buffer_class": DistributionRolloutBuffer, **(custom_objects or {})}
         return super().load(path, env=env, device=device, custom_objects=custom_objects, **kwargs)
+
+    @property
+    def current_beta(self) -> float:
+        """The beta of the next update: the adapted one, or ``kl_coef`` before any (and always with a fixed beta)."""
+        return float(self.kl_coef if self.beta is None or self.kl_target is None else self.beta)
 
     def _setup_model(self) -> None:
         for name, value, allowed in (
@@ -213,6 +223,7 @@ class KLPPO(SafeLoad, OnPolicyAlgorithm):
         if self.clip_range_vf is not None:
             clip_range_vf = self.clip_range_vf(self._current_progress_remaining)  # type: ignore[operator]
 
+        beta = self.current_beta
         entropy_losses = []
         pg_losses, value_losses = [], []
         clip_fractions = []
@@ -252,9 +263,9 @@ class KLPPO(SafeLoad, OnPolicyAlgorithm):
                     fraction = clip_fraction(ratio, clip_range).item()
 
                 # Adaptive KL penalty (section 4); a zero coefficient adds nothing
-                if self.kl_coef > 0:
+                if beta > 0:
                     kl_penalty = kl_from_params(rollout_data.old_distribution_params, distribution).mean()
-                    policy_loss = policy_loss + self.kl_coef * kl_penalty
+                    policy_loss = policy_loss + beta * kl_penalty
                     kl_penalties.append(kl_penalty.item())
 
                 # Logging
@@ -311,9 +322,8 @@ class KLPPO(SafeLoad, OnPolicyAlgorithm):
 
         # d = E[KL(old || new)] over the rollout with the updated policy, then the paper's beta rule
         kl = self._rollout_kl()
-        kl_coef_used = self.kl_coef
         if self.kl_target is not None:
-            self.kl_coef = adapt_kl_coef(self.kl_coef, kl, self.kl_target, self.kl_tolerance, self.kl_factor)
+            self.beta = adapt_kl_coef(beta, kl, self.kl_target, self.kl_tolerance, self.kl_factor)
 
         # Logs
         self.logger.record("train/entropy_loss", np.mean(entropy_losses))
@@ -333,7 +343,7 @@ class KLPPO(SafeLoad, OnPolicyAlgorithm):
             self.logger.record("train/clip_range_vf", clip_range_vf)
         # The KL penalty
         self.logger.record("train/kl", kl)
-        self.logger.record("train/kl_coef", kl_coef_used)
+        self.logger.record("train/kl_coef", beta)
         if kl_penalties:
             self.logger.record("train/kl_penalty", np.mean(kl_penalties))
 
