@@ -407,7 +407,8 @@ def normalised_scores(suite: Suite, refs: dict[str, dict[str, Any]], results: di
                                                     "training_runs"])  # fmt: skip
         writer.writeheader()
         writer.writerows(rows)
-    skipped = sorted({t for t, rs in results.items() if rs and t in suite.tasks} - set(complete))
+    paper_tasks = {name for name, task in suite.tasks.items() if set(methods) <= set(task.methods)}
+    skipped = sorted({t for t, rs in results.items() if rs and t in paper_tasks} - set(complete))
     note = f" Tasks left out until every method has run there: {', '.join(skipped)}." if skipped else ""
     trained_note = (f" The last column scores the same way the mean of each run's last 100 training episodes, the "
                     f"paper's own measure, over the tasks where every method has it ({', '.join(trained_tasks)})."

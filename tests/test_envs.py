@@ -277,3 +277,42 @@ def test_the_learner_view_draws_the_stacked_observation_the_yaml_entry_gives(tmp
     # the entry's frame_stack 4, as the zoo stacks it: four frames of the camera, four readings of the 4 joints
     assert done.stdout.strip().endswith("camera (84, 84, 4) uint8, joints (16,) float32"), done.stdout
     assert out.stat().st_size > 10_000
+
+
+class _Received(gym.ActionWrapper):
+    """Records every action the env receives."""
+
+    def __init__(self, env: gym.Env):
+        super().__init__(env)
+        self.received: list[np.ndarray] = []
+
+    def action(self, action: np.ndarray) -> np.ndarray:
+        self.received.append(np.array(action))
+        return action
+
+
+@pytest.mark.parametrize("raw", [False, True])
+def test_raw_actions_reach_the_env_unclipped(raw: bool) -> None:
+    """SB3's PPO clips its sampled actions to the Box (Pendulum: ±2); under ``RawActions`` the env receives the samples
+    themselves (a wide policy noise: std e^2 ≈ 7.4, so most samples are out of bounds)."""
+    from stable_baselines3 import PPO
+
+    from sb3ext.envs.wrappers import RawActions
+
+    inner = _Received(gym.make("Pendulum-v1"))
+    env = RawActions(inner) if raw else inner
+    model = PPO("MlpPolicy", env, n_steps=64, batch_size=64, n_epochs=1, seed=0, policy_kwargs={"log_std_init": 2.0})
+    model.learn(64)
+    largest = float(np.abs(np.concatenate(inner.received)).max())
+    buffered = float(np.abs(model.rollout_buffer.actions).max())
+    if raw:
+        assert largest > 5.0 and largest == pytest.approx(buffered, rel=1e-6), "the sample itself, not clipped"
+    else:
+        assert largest == pytest.approx(2.0) and buffered > 5.0, "SB3 clips what the env receives"
+
+
+def test_raw_actions_need_a_box() -> None:
+    from sb3ext.envs.wrappers import RawActions
+
+    with pytest.raises(ValueError, match=r"RawActions: invalid action_space=Discrete\(2\); allowed: a Box"):
+        RawActions(gym.make("CartPole-v1"))
