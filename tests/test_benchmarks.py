@@ -7,6 +7,7 @@ import json
 import shutil
 from dataclasses import asdict
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -519,20 +520,13 @@ def test_the_harness_works_while_the_training_process_runs(tmp_path: Path, monke
         runs.run_while([sys.executable, "-c", "raise SystemExit(3)"], lambda: None)
 
 
-@pytest.mark.parametrize("learning_rate", ["0.00001", "'lin_0.00001'"])
-def test_an_on_policy_run_cut_off_goes_on_where_its_schedules_are_constant(
-    tmp_path: Path, monkeypatch, learning_rate: str
-) -> None:
-    """ppo_kl on Pendulum, cut off once two checkpoints are logged: with a constant learning rate the same job goes on
-    from its last checkpoint (no replay buffer: an on-policy learner needs none) with the adapted beta it saved; with
-    a schedule (whose progress the zoo's ``-i`` would start again) it starts again from scratch."""
+def cut_off_run(tmp_path: Path, monkeypatch, method_name: str, method: dict) -> tuple[Any, Path, int]:
+    """A one-job suite on Pendulum whose training process is killed with the harness once two checkpoints are logged
+    (a session's end): the job, its folder and the steps of its last checkpoint."""
     from benchmarks import runs
     from benchmarks.checkpoints import PROGRESS
-    from sb3ext.algos.ppo_kl import KLPPO
 
-    method = {"budget": 2048, "save_every": 512, "hyperparams": ["n_envs:2", "n_steps:128", "n_epochs:2",
-                                                                f"learning_rate:{learning_rate}"]}  # fmt: skip
-    tasks = {"Pendulum-v1": {"goal": -200, "methods": {"ppo_kl": method}}}
+    tasks = {"Pendulum-v1": {"goal": -200, "methods": {method_name: method}}}
     [job] = get_suite("s", write_suites(tmp_path, {"s": {"seeds": [0], "tasks": tasks}})).select()
     folder = job.folder(tmp_path / "work")
     progress = folder / "checkpoints" / PROGRESS
@@ -544,7 +538,23 @@ def test_an_on_policy_run_cut_off_goes_on_where_its_schedules_are_constant(
     monkeypatch.setattr(runs, "POLL_S", 0.02)
     with pytest.raises(KeyboardInterrupt):
         runs.zoo_train(job, folder, lambda started: cut_off())
-    at = json.loads(progress.read_text().splitlines()[-1])["steps"]
+    assert not (folder / "train.json").exists()
+    return job, folder, json.loads(progress.read_text().splitlines()[-1])["steps"]
+
+
+@pytest.mark.parametrize("learning_rate", ["0.00001", "'lin_0.00001'"])
+def test_an_on_policy_run_cut_off_goes_on_where_its_schedules_are_constant(
+    tmp_path: Path, monkeypatch, learning_rate: str
+) -> None:
+    """ppo_kl on Pendulum, cut off once two checkpoints are logged: with a constant learning rate the same job goes on
+    from its last checkpoint (no replay buffer: an on-policy learner needs none) with the adapted beta it saved; with
+    a schedule (whose progress the zoo's ``-i`` would start again) it starts again from scratch."""
+    from benchmarks import runs
+    from sb3ext.algos.ppo_kl import KLPPO
+
+    method = {"budget": 2048, "save_every": 512, "hyperparams": ["n_envs:2", "n_steps:128", "n_epochs:2",
+                                                                f"learning_rate:{learning_rate}"]}  # fmt: skip
+    job, folder, at = cut_off_run(tmp_path, monkeypatch, "ppo_kl", method)
     assert 1024 <= at < 2048, "killed after its second checkpoint, before the budget"
     constant = "lin_" not in learning_rate
     assert runs.goes_on_without_replay("ppo_kl", folder) is constant
@@ -570,21 +580,9 @@ def test_a_run_cut_off_goes_on_from_its_last_checkpoint_with_its_replay(tmp_path
     from benchmarks import runs
     from benchmarks.checkpoints import PROGRESS
 
-    tasks = {"Pendulum-v1": {"goal": -200, "methods": {"sac": {"budget": 1500, "save_every": 300}}}}
-    [job] = get_suite("s", write_suites(tmp_path, {"s": {"seeds": [0], "tasks": tasks}})).select()
-    folder = job.folder(tmp_path / "work")
+    job, folder, at = cut_off_run(tmp_path, monkeypatch, "sac", {"budget": 1500, "save_every": 300})
     progress = folder / "checkpoints" / PROGRESS
-
-    def cut_off() -> None:  # called while it trains
-        if progress.exists() and progress.read_text().count("\n") >= 2:
-            raise KeyboardInterrupt  # the training process is killed with the harness
-
-    monkeypatch.setattr(runs, "POLL_S", 0.02)
-    with pytest.raises(KeyboardInterrupt):
-        runs.zoo_train(job, folder, lambda started: cut_off())
-    assert not (folder / "train.json").exists()
     cut = [json.loads(line) for line in progress.read_text().splitlines()]
-    at = cut[-1]["steps"]
     assert 600 <= at < 1500, "killed after its second checkpoint, before the budget"
     train = runs.zoo_train(job, folder)
     commands = [line for line in (folder / "train.log").read_text().splitlines() if "rl_zoo3.train" in line]
