@@ -1,10 +1,12 @@
-"""Atari games are scored as games: the sum of the game's own rewards over all its lives.
+"""Every policy is scored on its env's own rewards, whatever wrappers it acts in; Atari games are scored as games: the
+sum of the game's own rewards over all its lives.
 
-The zoo's ``AtariWrapper`` ends an episode at each lost life and clips rewards to their sign: that is what an agent
-trains on, not its score. The harness evaluates every policy of an Atari task (expert, random, each checkpoint) in
-the same wrappers, with :class:`GameScore` under them (the unclipped rewards) and :class:`FullGame` over them (a lost
-life goes on with the wrappers' own reset, which presses FIRE where the game needs it). A game ends at game over or
-after :data:`MAX_GAME_FRAMES` frames, five minutes of play, so that a deterministic policy stuck in a loop ends.
+A learner's wrappers may change what it trains on: the zoo's ``AtariWrapper`` ends an episode at each lost life and
+clips rewards to their sign, and a reward wrapper (``gymnasium.wrappers.ClipReward``) changes the rewards. The
+harness evaluates every policy (expert, random, each checkpoint) in its own wrappers, with :class:`GameScore` under
+them (the env's rewards) and :class:`FullGame` over them (in a game, a lost life goes on with the wrappers' own reset,
+which presses FIRE where the game needs it). An episode ends when the env's does, or after :data:`MAX_GAME_FRAMES`
+steps, five minutes of an Atari game's play, so that a deterministic policy stuck in a loop ends.
 
 The emulator is deterministic, and the zoo's ``NoFrameskip-v4`` games repeat no action: a deterministic policy then
 plays only a handful of distinct games whatever the seed (a Breakout learner's 30 seeded games were 4 games, 13 times
@@ -50,7 +52,7 @@ class GameScore(gym.Wrapper):
 
 
 class FullGame(gym.Wrapper):
-    """Outermost: one episode is one game. Rewards are the game's own (from :class:`GameScore`); an episode that the
+    """Outermost: one episode is one game. Rewards are the env's own (from :class:`GameScore`); an episode that the
     wrappers end at a lost life goes on from their reset; the game is cut at :data:`MAX_GAME_FRAMES`."""
 
     def __init__(self, env: gym.Env):
@@ -88,12 +90,10 @@ def make(env_id: str, **make_kwargs: Any) -> gym.Env:
 
 
 def scored_env(env_id: str, wrap: Callable[[gym.Env], gym.Env], **make_kwargs: Any) -> gym.Env:
-    """``wrap(make(env_id))``; for an Atari game, with sticky actions (unless ``make_kwargs`` sets them), with
-    :class:`GameScore` under the wrappers and :class:`FullGame` over them."""
+    """``wrap(make(env_id))`` with :class:`GameScore` under the wrappers and :class:`FullGame` over them (its
+    rewards the env's own); an Atari game with sticky actions (unless ``make_kwargs`` sets them)."""
     env = make(env_id, **make_kwargs)
-    if not is_atari(env):
-        return wrap(env)
-    if "repeat_action_probability" not in make_kwargs:
+    if is_atari(env) and "repeat_action_probability" not in make_kwargs:
         env.close()
         env = make(env_id, repeat_action_probability=STICKY_ACTIONS, **make_kwargs)
     return FullGame(wrap(GameScore(env)))

@@ -121,6 +121,28 @@ def test_an_atari_game_is_scored_over_all_its_lives_with_the_games_own_rewards(m
     assert not games.is_atari(gym.make("CartPole-v1"))
 
 
+def test_a_learner_that_trains_on_floored_rewards_is_scored_on_the_envs_own() -> None:
+    """A learner's reward wrapper (here the fall's -100 floored at -10, as ``gymnasium.wrappers.ClipReward`` does in
+    a zoo entry's ``env_wrapper``) changes what it trains on, not its score: the same seeded random episodes score
+    the same with it and without it, and the wrapper alone would have scored them higher."""
+    import gymnasium as gym
+    from gymnasium.wrappers import ClipReward
+
+    from benchmarks import games
+    from sb3ext.callbacks import episode_returns
+
+    def floored(env_id: str) -> gym.Env:
+        return games.scored_env(env_id, lambda env: ClipReward(env, min_reward=-10.0))
+
+    def plain(env_id: str) -> gym.Env:
+        return games.scored_env(env_id, lambda env: env)
+
+    scored, lengths = episode_returns("BipedalWalker-v3", None, 4, 7, floored)
+    assert scored.tolist() == episode_returns("BipedalWalker-v3", None, 4, 7, plain)[0].tolist()
+    alone = episode_returns("BipedalWalker-v3", None, 4, 7, lambda env_id: ClipReward(gym.make(env_id), min_reward=-10.0))
+    assert alone[1].tolist() == lengths.tolist() and (alone[0] > scored + 50).any()  # a random walker falls: -100
+
+
 def test_evaluated_atari_games_are_sticky_seeded_and_differ_by_seed() -> None:
     """A deterministic policy on the deterministic emulator plays the same few games whatever the seed: evaluated
     games repeat the previous action with probability STICKY_ACTIONS, drawn from the episode's seed."""
