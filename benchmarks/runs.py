@@ -17,7 +17,7 @@ import shutil
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -355,7 +355,7 @@ def resume_folder(folder: Path, resume: dict[str, Any], env_id: str) -> Path:
     return target / "model.zip"
 
 
-def probe_n_envs(task: Task, algo: str, conf: list[str], hyperparams: list[str] = ()) -> int:  # type: ignore[assignment]
+def probe_n_envs(task: Task, algo: str, conf: list[str], hyperparams: Sequence[str] = ()) -> int:
     """The ``n_envs`` the zoo will use (the checkpoint callback counts vectorised steps): an ``n_envs:<k>`` among the
     method's ``--hyperparams``, else its YAML entry's: the ``--conf-file`` if one is given, else the file the plug-in
     points the zoo to (``sb3ext.zoo.default_config``); the env's own entry, else the file's ``atari`` entry for an ALE
