@@ -3,6 +3,7 @@
     python -m benchmarks.diagnose fragile <expert> <env>   # is my expert fragile? copies with perturbed weights
     python -m benchmarks.diagnose promise <expert> <env>   # does its critic keep its promise? V*(s0) vs its returns
     python -m benchmarks.diagnose view <env> <out.png>     # what does the learner see? its observation, drawn
+    python -m benchmarks.diagnose terms <checkpoint> <env> --algo ppo  # where does a learner's return come from?
 
 * ``fragile``: each copy multiplies every weight of the expert's policy by ``1 + scale * z`` (``z`` standard normal,
   seeded per copy), so it errs as a clone does: systematically, state by state. For each copy, the mean absolute gap
@@ -17,6 +18,12 @@
   its own play gets; the reinforcement term (``rl_coef``) weans the imitation off as a learner's returns reach them.
 * ``view``: the observation of the zoo's env for an ``aggrevated`` YAML entry, as training builds it (its
   ``env_wrapper`` through rl_zoo3's ``create_test_env``, then its ``frame_stack``), beside the rendered frame.
+* ``terms``: a saved learner (a harness checkpoint or the zoo's final model, with its VecNormalize statistics and its
+  run's ``env_wrapper``) on the harness's seeded episodes, with its deterministic actions (as the harness evaluates
+  it) and with its sampled ones (as it trains): each episode's return and the sums of the env's reward terms
+  (``info["reward_*"]``, e.g. MuJoCo's forward reward and control cost). ``--root-angle i``: also the share of its
+  steps with the body upside down (``cos(qpos[i]) < 0``, a planar walker's root angle, 2 on HalfCheetah), and the
+  episodes split into those mostly upside down and the rest.
 
 The findings they made are on the history pages (docs/algos/aggrevated_history.md).
 """
@@ -143,6 +150,82 @@ def promise(args: argparse.Namespace, parser: argparse.ArgumentParser) -> None:
     print(f"gamma {expert.gamma}: the expert's own shortfall from V*(s0) is {shortfall:+.2f} over {args.episodes} episodes")
 
 
+def learner_config(checkpoint: Path) -> dict[str, Any]:
+    """The zoo's ``config.yml`` of the run that saved ``checkpoint``: a harness checkpoint's
+    (``<run>/checkpoints/rl_model_<N>_steps.zip``, the zoo's log under ``<run>/logs``) or the zoo's final model's
+    (``<env>.zip`` beside ``<env>/config.yml``); empty where there is none."""
+    from sb3ext.common.serialization import safe_yaml_load
+
+    found = [*checkpoint.parent.parent.glob("logs/*/*/*/config.yml"), checkpoint.with_suffix("") / "config.yml"]
+    config = next((path for path in found if path.is_file()), None)
+    return {} if config is None else dict(safe_yaml_load(config.read_text(), str(config)))
+
+
+def play(learner: Any, env: gym.Env, seed: int, deterministic: bool, root_angle: int | None) -> dict[str, float]:
+    """One seeded episode of ``learner``: its return, length, the sums of ``info["reward_*"]`` and, with
+    ``root_angle``, the share of steps with ``cos(qpos[root_angle]) < 0``."""
+    obs, _ = env.reset(seed=seed)
+    row: dict[str, float] = {"return": 0.0, "length": 0}
+    upside_down, done = 0, False
+    while not done:
+        action, _ = learner.predict(obs[None], deterministic=deterministic)
+        obs, reward, terminated, truncated, info = env.step(action[0])
+        done = terminated or truncated
+        row["return"] += float(reward)
+        row["length"] += 1
+        for key, value in info.items():
+            if key.startswith("reward_") and isinstance(value, (int, float, np.number)):
+                row[key] = row.get(key, 0.0) + float(value)
+        if root_angle is not None:
+            upside_down += float(np.cos(env.unwrapped.data.qpos[root_angle])) < 0  # type: ignore[attr-defined]
+    if root_angle is not None:
+        row["upside_down"] = upside_down / row["length"]
+    return row
+
+
+def terms(args: argparse.Namespace, parser: argparse.ArgumentParser) -> None:
+    """Where does a learner's return come from? Each seeded episode's reward terms, deterministic and sampled."""
+    from rl_zoo3 import ALGOS  # sb3ext's plug-in registers its algorithms in it
+    from rl_zoo3.utils import get_wrapper_class
+
+    from benchmarks.runs import load_saved_learner
+
+    if not args.checkpoint.is_file():
+        parser.error(f"{args.checkpoint}: no such file")
+    if args.algo not in ALGOS:
+        parser.error(f"--algo {args.algo!r}: not one of the zoo's algorithms ({', '.join(sorted(ALGOS))})")
+    if args.episodes < 1:
+        parser.error("--episodes must be at least 1")
+    wrapper = get_wrapper_class(learner_config(args.checkpoint))
+
+    def make(env_id: str) -> gym.Env:
+        return scored_env(env_id, lambda env: wrapper(env) if wrapper is not None else env)
+
+    learner = load_saved_learner(args.checkpoint, args.algo, args.env, make)
+    env = make(args.env)
+    if args.root_angle is not None and not hasattr(env.unwrapped, "data"):
+        parser.error(f"--root-angle: {args.env} is not a MuJoCo env (it has no data.qpos)")
+    for deterministic in (True, False):
+        mode = "deterministic" if deterministic else "sampled"
+        learner.model.set_random_seed(args.seed)  # the sampled actions' draws
+        rows = [play(learner, env, args.seed + i, deterministic, args.root_angle) for i in range(args.episodes)]
+        for i, row in enumerate(rows):
+            print(f"{mode} seed {args.seed + i}: " + ", ".join(f"{k} {v:.2f}" if k == "upside_down" else f"{k} {v:.0f}"
+                                                        for k, v in row.items()))  # fmt: skip
+        keys = [k for k in rows[0] if k != "length"]
+        means = ", ".join(f"{k} {np.mean([r[k] for r in rows]):.2f}" for k in keys)
+        print(f"{mode}: {args.episodes} episodes, mean {means}")
+        if args.root_angle is not None:
+            for name, group in (("upside down", [r for r in rows if r["upside_down"] >= 0.5]),
+                                ("upright", [r for r in rows if r["upside_down"] < 0.5])):  # fmt: skip
+                line = f"{mode}: {len(group)} of {args.episodes} episodes {name} on most steps"
+                if group:
+                    line += ": mean " + ", ".join(
+                        f"{k} {np.mean([r[k] for r in group]):.0f}" for k in keys if k != "upside_down"
+                    )
+                print(line)
+
+
 #: the entry keys that shape the observation (the rest are the algorithm's)
 VIEW_KEYS = ("env_wrapper", "frame_stack")
 
@@ -226,8 +309,15 @@ def main(argv: list[str] | None = None) -> int:
     sub.add_argument("env_id")
     sub.add_argument("out", type=Path)
     sub.add_argument("--steps", type=int, default=30, help="seeded random steps before the picture")
+    sub = questions.add_parser("terms", help="where does a learner's return come from? its episodes' reward terms")
+    sub.add_argument("checkpoint", type=Path, help="a harness checkpoint rl_model_<N>_steps.zip or the zoo's <env>.zip")
+    sub.add_argument("env")
+    sub.add_argument("--algo", required=True, help="the saved learner's algorithm (the zoo's name)")
+    sub.add_argument("--episodes", type=int, default=30)
+    sub.add_argument("--seed", type=int, default=50_000, help="the first episode's seed (the harness's)")
+    sub.add_argument("--root-angle", type=int, default=None, help="qpos index of a planar body's root angle")
     args = parser.parse_args(argv)
-    {"fragile": fragile, "promise": promise, "view": view}[args.question](args, parser)
+    {"fragile": fragile, "promise": promise, "view": view, "terms": terms}[args.question](args, parser)
     return 0
 
 

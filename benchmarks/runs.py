@@ -387,7 +387,7 @@ class NormalizedLearner:
         self.model, self.norm = model, norm
 
     def predict(self, obs: np.ndarray, deterministic: bool = True) -> Any:
-        return self.model.predict(self.norm.normalize_obs(obs) if self.norm is not None else obs, deterministic=True)
+        return self.model.predict(self.norm.normalize_obs(obs) if self.norm is not None else obs, deterministic=deterministic)
 
 
 def load_saved_learner(path: Path, algo: str, env_id: str, make_env: Callable[[str], gym.Env]) -> NormalizedLearner:
