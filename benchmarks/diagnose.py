@@ -25,7 +25,8 @@
   steps with the body upside down (``cos(qpos[i]) < 0``, a planar walker's root angle, 2 on HalfCheetah), and the
   episodes split into those mostly upside down and the rest.
 
-The findings they made are on the history pages (docs/algos/aggrevated_history.md).
+The findings they made are on the history pages (docs/algos/aggrevated_history.md) and, for ``terms``, in the
+ppo_paper suite's HalfCheetah notes.
 """
 
 from __future__ import annotations
