@@ -19,11 +19,11 @@
 * ``view``: the observation of the zoo's env for an ``aggrevated`` YAML entry, as training builds it (its
   ``env_wrapper`` through rl_zoo3's ``create_test_env``, then its ``frame_stack``), beside the rendered frame.
 * ``terms``: a saved learner (a harness checkpoint or the zoo's final model, with its VecNormalize statistics and its
-  run's ``env_wrapper``) on the harness's seeded episodes, with its deterministic actions (as the harness evaluates
-  it) and with its sampled ones (as it trains): each episode's return and the sums of the env's reward terms
-  (``info["reward_*"]``, e.g. MuJoCo's forward reward and control cost). ``--root-angle i``: also the share of its
-  steps with the body upside down (``cos(qpos[i]) < 0``, a planar walker's root angle, 2 on HalfCheetah), and the
-  episodes split into those mostly upside down and the rest.
+  run's ``env_wrapper`` and ``frame_stack``) on the harness's seeded episodes, with its deterministic actions (as the
+  harness evaluates it) and with its sampled ones (as it trains): each episode's return and the sums of the env's
+  reward terms (``info["reward_*"]``, e.g. MuJoCo's forward reward and control cost). ``--root-angle i``: also the
+  share of its steps with the body upside down (``cos(qpos[i]) < 0``, a planar walker's root angle, 2 on
+  HalfCheetah), and the episodes split into those mostly upside down and the rest.
 
 The findings they made are on the history pages (docs/algos/aggrevated_history.md) and, for ``terms``, in the
 ppo_paper suite's HalfCheetah notes.
@@ -45,7 +45,7 @@ from stable_baselines3.common.vec_env import VecFrameStack
 import sb3ext.envs  # noqa: F401  (registers the sb3ext/ envs)
 from benchmarks.games import scored_env
 from sb3ext.algos.aggrevated.rollin import PromisedReturns, promised_values
-from sb3ext.callbacks.evaluation import episode_returns
+from sb3ext.callbacks.evaluation import StackedFrames, episode_returns
 from sb3ext.common.resources import hyperparams_path
 from sb3ext.experts import POLICY_ONLY, Expert, load_expert
 
@@ -197,13 +197,14 @@ def terms(args: argparse.Namespace, parser: argparse.ArgumentParser) -> None:
         parser.error(f"--algo {args.algo!r}: not one of the zoo's algorithms ({', '.join(sorted(ALGOS))})")
     if args.episodes < 1:
         parser.error("--episodes must be at least 1")
-    wrapper = get_wrapper_class(learner_config(args.checkpoint))
+    config = learner_config(args.checkpoint)
+    wrapper, frame_stack = get_wrapper_class(config), int(config.get("frame_stack", 0) or 0)
 
     def make(env_id: str) -> gym.Env:
         return scored_env(env_id, lambda env: wrapper(env) if wrapper is not None else env)
 
     learner = load_saved_learner(args.checkpoint, args.algo, args.env, make)
-    env = make(args.env)
+    env = StackedFrames(make(args.env), frame_stack) if frame_stack else make(args.env)
     if args.root_angle is not None and not hasattr(env.unwrapped, "data"):
         parser.error(f"--root-angle: {args.env} is not a MuJoCo env (it has no data.qpos)")
     for deterministic in (True, False):

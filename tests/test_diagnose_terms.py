@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from collections import OrderedDict
 from pathlib import Path
+from typing import Any
 
 import gymnasium as gym
 import pytest
@@ -13,27 +14,34 @@ from sb3_contrib.common.wrappers import TimeFeatureWrapper
 from stable_baselines3 import PPO
 
 from benchmarks.diagnose import main
+from sb3ext.callbacks.evaluation import StackedFrames
 
 EPISODE = re.compile(r"^(deterministic|sampled) seed \d+: return (-?\d+), length (\d+), reward_forward (-?\d+), "
                      r"reward_ctrl (-?\d+), upside_down ([\d.]+)$", re.M)  # fmt: skip
 
 
-def a_harness_run(folder: Path, env: gym.Env, wrapper: str | None) -> Path:
+def a_harness_run(folder: Path, env: gym.Env, settings: dict[str, Any]) -> Path:
     """An untrained PPO saved as the harness saves a checkpoint, with the zoo's config.yml of its run."""
     checkpoint = folder / "checkpoints" / "rl_model_0_steps.zip"
     PPO("MlpPolicy", env, seed=0, device="cpu").save(checkpoint)
     config = folder / "logs" / "ppo" / "HalfCheetah-v5_1" / "HalfCheetah-v5" / "config.yml"
     config.parent.mkdir(parents=True)
-    config.write_text(yaml.dump(OrderedDict([("env_wrapper", wrapper), ("policy", "MlpPolicy")])))  # as the zoo writes it
+    config.write_text(yaml.dump(OrderedDict([*settings.items(), ("policy", "MlpPolicy")])))  # as the zoo writes it
     return checkpoint
 
 
-def test_each_episode_is_its_reward_terms_and_the_run_s_wrapper_shapes_the_observation(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+@pytest.mark.parametrize("observes", ["time feature", "2 frames"])
+def test_each_episode_is_its_reward_terms_in_the_env_its_run_observed(
+    observes: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    # the learner saw 18 numbers (17 and the time feature): it acts only in the env its run's config.yml names
-    wrapper = "sb3_contrib.common.wrappers.TimeFeatureWrapper"
-    checkpoint = a_harness_run(tmp_path, TimeFeatureWrapper(gym.make("HalfCheetah-v5")), wrapper)
+    # the learner saw 18 numbers (17 and the time feature) or 34 (2 frames of 17): it acts only in the env its run's
+    # config.yml names
+    if observes == "time feature":
+        env: gym.Env = TimeFeatureWrapper(gym.make("HalfCheetah-v5"))
+        settings: dict[str, Any] = {"env_wrapper": "sb3_contrib.common.wrappers.TimeFeatureWrapper"}
+    else:
+        env, settings = StackedFrames(gym.make("HalfCheetah-v5"), 2), {"frame_stack": 2}
+    checkpoint = a_harness_run(tmp_path, env, settings)
     assert main(["terms", str(checkpoint), "HalfCheetah-v5", "--algo", "ppo", "--episodes", "2", "--root-angle", "2"]) == 0
     out = capsys.readouterr().out
     episodes = EPISODE.findall(out)
